@@ -1,0 +1,21 @@
+# Warning flags and sanitizer configurations shared by every target.
+add_library(tether_warnings INTERFACE)
+target_compile_options(tether_warnings INTERFACE -Wall -Wextra -Wpedantic -Wshadow
+  -Wnon-virtual-dtor -Wold-style-cast -Wcast-align -Wunused -Woverloaded-virtual
+  -Wconversion -Wsign-conversion -Wno-sign-conversion -Wno-conversion)
+target_compile_options(tether_warnings INTERFACE -fno-semantic-interposition)
+if(TETHER_WERROR)
+  target_compile_options(tether_warnings INTERFACE -Werror)
+endif()
+
+if(TETHER_SANITIZE STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+  add_compile_definitions(TETHER_SANITIZE_ADDRESS=1)
+elseif(TETHER_SANITIZE STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+  add_compile_definitions(TETHER_SANITIZE_THREAD=1)
+elseif(NOT TETHER_SANITIZE STREQUAL "")
+  message(FATAL_ERROR "TETHER_SANITIZE='${TETHER_SANITIZE}' is not known: use '', 'address' or 'thread'")
+endif()

@@ -1,0 +1,84 @@
+// The public pool API over the process-wide SlabPool.
+#include "pool/slab_pool.hpp"
+#include "runtime/base/log.hpp"
+
+namespace tether {
+namespace pool {
+
+const Expected<SlabPool*>& global_pool() {
+  static const Expected<SlabPool*> pool = [] {
+    auto options = PoolOptions::from_config(config::Config::global());
+    auto created = options ? SlabPool::create(*options) : tl::unexpected(options.error());
+    if (!created) log::error("pool", "the pinned pool could not start: {}", created.error().message());
+    return created;
+  }();
+  return pool;
+}
+
+}  // namespace pool
+
+Expected<void*> pinned_try_alloc(std::size_t size, std::size_t alignment) {
+  const auto& pool = pool::global_pool();
+  if (!pool) return tl::unexpected(pool.error());
+  return (*pool)->try_allocate(size, alignment);
+}
+
+void* pinned_alloc(std::size_t size, std::size_t alignment) noexcept {
+  const auto& pool = pool::global_pool();
+  if (!pool) return nullptr;
+  return (*pool)->allocate(size, alignment);
+}
+
+void pinned_free(void* pointer) noexcept {
+  if (pointer == nullptr) return;
+  if (pool::Span* span = pool::span_map_find(pointer)) {
+    (void)span->owner->release(span, pointer);
+    return;
+  }
+  if (pool::Arena* arena = pool::arena_map_find(pointer)) {
+    (void)arena->owner->deallocate(pointer);
+    return;
+  }
+  const auto& pool = pool::global_pool();
+  if (pool) (void)(*pool)->deallocate(pointer);  // logs the refusal
+}
+
+const Error& pinned_last_error() noexcept {
+  const auto& pool = pool::global_pool();
+  if (!pool) return pool.error();
+  return pool::last_allocation_error();
+}
+
+bool pool_find(const void* pointer, PoolLocation& location) noexcept {
+  pool::Arena* arena = pool::arena_map_find(pointer);
+  if (arena == nullptr) return false;
+  location.arena_base = arena->mapping.base;
+  location.arena_length = arena->mapping.length;
+  location.arena_fd = arena->mapping.fd;
+  location.offset = static_cast<std::size_t>(static_cast<const std::byte*>(pointer) - arena->mapping.base);
+  pool::Span* span = pool::span_map_find(pointer);
+  bool at_start = span != nullptr && span->contains(pointer) && span->object_index(pointer) >= 0;
+  location.usable_bytes = !at_start ? 0 : span->size_class == pool::kNotAClass ? span->bytes : span->object_bytes;
+  location.registrations = arena->registrations.data();
+  location.registered_mask = arena->registered_mask.load(std::memory_order_acquire);
+  return true;
+}
+
+Expected<int> pool_add_registrar(Registrar& registrar, Access access) {
+  const auto& pool = pool::global_pool();
+  if (!pool) return tl::unexpected(pool.error());
+  return (*pool)->add_registrar(registrar, access);
+}
+
+void pool_remove_registrar(int slot) noexcept {
+  const auto& pool = pool::global_pool();
+  if (pool) (*pool)->remove_registrar(slot);
+}
+
+PoolStats pool_stats() {
+  const auto& pool = pool::global_pool();
+  if (!pool) return {};
+  return (*pool)->stats();
+}
+
+}  // namespace tether

@@ -1,0 +1,33 @@
+#include "pool/thread_cache.hpp"
+
+namespace tether::pool {
+namespace {
+
+thread_local bool t_exiting = false;
+
+// Returns this thread's caches to their pools when the thread ends.
+struct ThreadExit {
+  bool armed = false;
+  ~ThreadExit() {
+    t_exiting = true;
+    for (ThreadCache*& cache : t_thread_caches) {
+      if (cache == nullptr) continue;
+      cache->pool->retire_thread_cache(cache);
+      cache = nullptr;
+    }
+  }
+};
+thread_local ThreadExit t_exit;
+
+}  // namespace
+
+ThreadCache* create_thread_cache(SlabPool* pool, int pool_id) noexcept {
+  if (t_exiting) return nullptr;
+  t_exit.armed = true;  // constructs the thread's exit hook
+  auto* cache = new (std::nothrow) ThreadCache(pool);
+  if (cache != nullptr) pool->adopt_thread_cache(cache);
+  t_thread_caches[pool_id] = cache;
+  return cache;
+}
+
+}  // namespace tether::pool

@@ -1,0 +1,59 @@
+// Per-thread free lists, one per size class and pool. A thread frees into its own cache
+// whatever thread allocated the buffer; overflow goes back to the pool's central lists.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+
+#include "pool/slab_pool.hpp"
+
+namespace tether::pool {
+
+struct ThreadCache {
+  explicit ThreadCache(SlabPool* owner) : pool(owner) {}
+
+  SlabPool* pool;
+  std::array<FreeList, kClassCount> lists{};
+  std::array<Span*, 4> large_spans{};  // recently freed large buffers, reused lock-free
+};
+
+inline void add_count(FreeList& list, std::int32_t delta) noexcept {
+  auto count = list.count.load(std::memory_order_relaxed);
+  list.count.store(count + static_cast<std::uint32_t>(delta), std::memory_order_relaxed);
+}
+
+inline void* pop(FreeList& list) noexcept {
+  void* head = list.head;
+  list.head = static_cast<void**>(head)[0];
+  add_count(list, -1);
+  return head;
+}
+
+inline void push(FreeList& list, void* object) noexcept {
+  static_cast<void**>(object)[0] = list.head;
+  list.head = object;
+  add_count(list, 1);
+}
+
+inline void remember_state(void* object, std::atomic<std::uint8_t>* state) noexcept {
+  static_cast<void**>(object)[1] = state;
+}
+
+inline std::atomic<std::uint8_t>* remembered_state(void* object) noexcept {
+  return static_cast<std::atomic<std::uint8_t>**>(object)[1];
+}
+
+// initial-exec: the fast paths read this without a call to __tls_get_addr.
+inline thread_local std::array<ThreadCache*, kMaxPools> t_thread_caches
+    __attribute__((tls_model("initial-exec"))){};
+
+// Creates this thread's cache for the pool; nullptr once the thread is exiting.
+ThreadCache* create_thread_cache(SlabPool* pool, int pool_id) noexcept;
+
+inline ThreadCache* thread_cache_for(SlabPool* pool, int pool_id) noexcept {
+  ThreadCache* cache = t_thread_caches[pool_id];
+  return cache != nullptr ? cache : create_thread_cache(pool, pool_id);
+}
+
+}  // namespace tether::pool

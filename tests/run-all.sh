@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Builds and runs every test: release build with -Werror, the installed-package consumer,
+# then the ASan+UBSan and TSan configurations. Set TETHER_TEST_QUICK=1 to skip sanitizers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+failures=0
+
+build() {  # build DIR [cmake options...]
+  local dir=$1; shift
+  cmake -S . -B "$dir" -G Ninja -DTETHER_WERROR=ON "$@" >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; return 1; }
+  cmake --build "$dir" -j "$jobs"
+}
+
+run_ctest() {  # run_ctest DIR [ctest options...]
+  local dir=$1; shift
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 600 "$@" || failures=$((failures + 1))
+}
+
+mkdir -p build
+echo "== release build and tests"
+build build/release -DCMAKE_BUILD_TYPE=RelWithDebInfo
+run_ctest build/release
+
+echo "== installed package: find_package(tether) and pkg-config consumers"
+rm -rf build/stage build/consumer
+cmake --install build/release --prefix "$PWD/build/stage" >/dev/null
+bash tests/consumer/check.sh "$PWD/build/stage" build/consumer || failures=$((failures + 1))
+
+if [ "${TETHER_TEST_QUICK:-0}" != 1 ]; then
+  echo "== ASan+UBSan build and tests"
+  build build/asan -DCMAKE_BUILD_TYPE=Debug -DTETHER_SANITIZE=address -DTETHER_BUILD_BENCH=OFF
+  ASAN_OPTIONS=detect_leaks=0 run_ctest build/asan
+  echo "== TSan build and the threaded tests (names with Thread or Concurrent)"
+  build build/tsan -DCMAKE_BUILD_TYPE=Debug -DTETHER_SANITIZE=thread -DTETHER_BUILD_BENCH=OFF
+  TSAN_OPTIONS=halt_on_error=1 run_ctest build/tsan -R "Thread|Concurrent"
+fi
+
+if ((failures)); then
+  echo "tether: $failures test stage(s) failed"
+  exit 1
+fi
+echo "tether: every test stage passed"
