@@ -1,6 +1,7 @@
 #include "pool/mlock_registrar.hpp"
 
-#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -8,14 +9,15 @@
 
 namespace tether::pool {
 
+// Raw system calls: sanitizer runtimes turn the libc mlock into a no-op.
 Expected<Registration> MlockRegistrar::register_range(void* address, std::size_t length, Access) {
-  if (::mlock(address, length) != 0)
+  if (::syscall(SYS_mlock, address, length) != 0)
     return tl::unexpected(pinning_error(errno, length, "the size of what is registered"));
   return Registration{address, length, 0, nullptr, nullptr};
 }
 
 void MlockRegistrar::deregister(const Registration& registration) noexcept {
-  ::munlock(registration.address, registration.length);
+  ::syscall(SYS_munlock, registration.address, registration.length);
 }
 
 MlockRegistrar& mlock_registrar() noexcept {

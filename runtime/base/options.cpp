@@ -26,6 +26,13 @@ constexpr Option kOptions[] = {
      "auto|memfd|anon|hugetlb"},
     {"TETHER_POOL_THREAD_CACHE", "1M", Kind::size,
      "Most bytes of free buffers one thread keeps for itself before returning them"},
+
+    // Registration cache for user memory (pool/rcache)
+
+    // Transports (transport/)
+
+    // Bootstrap, launch and messaging (runtime/, launch/)
+
 };
 
 }  // namespace
