@@ -4,12 +4,18 @@
 
 namespace tether {
 namespace pool {
+namespace {
+
+std::atomic<SlabPool*> g_started_pool{nullptr};  // set once global_pool() succeeded
+
+}  // namespace
 
 const Expected<SlabPool*>& global_pool() {
   static const Expected<SlabPool*> pool = [] {
     auto options = PoolOptions::from_config(config::Config::global());
     auto created = options ? SlabPool::create(*options) : tl::unexpected(options.error());
     if (!created) log::error("pool", "the pinned pool could not start: {}", created.error().message());
+    if (created) g_started_pool.store(*created, std::memory_order_release);
     return created;
   }();
   return pool;
@@ -24,6 +30,8 @@ Expected<void*> pinned_try_alloc(std::size_t size, std::size_t alignment) {
 }
 
 void* pinned_alloc(std::size_t size, std::size_t alignment) noexcept {
+  if (pool::SlabPool* started = pool::g_started_pool.load(std::memory_order_acquire))
+    return started->allocate(size, alignment);
   const auto& pool = pool::global_pool();
   if (!pool) return nullptr;
   return (*pool)->allocate(size, alignment);

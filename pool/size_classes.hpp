@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -42,6 +43,20 @@ constexpr int class_for(std::size_t size, std::size_t alignment) noexcept {
 
 constexpr bool is_power_of_two(std::size_t value) noexcept {
   return value != 0 && (value & (value - 1)) == 0;
+}
+
+// class_for() for sizes up to 1 KiB at alignments up to 16, by table: the common case.
+inline constexpr std::size_t kTableMaxBytes = 1024;
+inline constexpr auto kSmallClassTable = [] {
+  std::array<std::int8_t, kTableMaxBytes / 16 + 1> table{};
+  for (std::size_t i = 0; i < table.size(); ++i)
+    table[i] = static_cast<std::int8_t>(class_for(i == 0 ? 1 : i * 16, 16));
+  return table;
+}();
+
+constexpr int class_for_fast(std::size_t size, std::size_t alignment) noexcept {
+  if (size <= kTableMaxBytes && alignment <= 16) return kSmallClassTable[(size + 15) >> 4];
+  return class_for(size, alignment);
 }
 
 // Bytes of one span of the class: 64 KiB, or room for eight objects.

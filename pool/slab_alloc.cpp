@@ -50,7 +50,7 @@ void shape_span(Span* span, int size_class) {
 }  // namespace
 
 void* SlabPool::allocate(std::size_t size, std::size_t alignment) noexcept {
-  int size_class = class_for(size, alignment);
+  int size_class = class_for_fast(size, alignment);
   ThreadCache* cache = t_thread_caches[id_];
   if (size_class != kNotAClass && size != 0 && cache != nullptr &&
       cache->lists[size_class].head != nullptr && is_power_of_two(alignment))
@@ -183,7 +183,8 @@ Expected<void*> SlabPool::allocate_large(std::size_t size, std::size_t alignment
     span = *carved;
   }
   span->state(0).store(Span::kLive, std::memory_order_relaxed);
-  large_allocations_.fetch_add(1, std::memory_order_relaxed);
+  if (ThreadCache* cache = t_thread_caches[id_]) count_one(cache->large_allocations);
+  else large_allocations_.fetch_add(1, std::memory_order_relaxed);
   return static_cast<void*>(span->start);
 }
 
@@ -217,12 +218,19 @@ Errc SlabPool::free_small(Span* span, void* pointer) noexcept {
   state.store(Span::kFree, std::memory_order_relaxed);
   remember_state(pointer, &state);
   int size_class = span->size_class;
+  ThreadCache* cache = t_thread_caches[id_];
+  if (cache == nullptr) return free_without_cache(size_class, pointer);
+  std::uint32_t length = push(cache->lists[size_class], pointer);
+  if (length > cache_limits_[size_class]) drain(cache->lists[size_class], size_class, cache_limits_[size_class] / 2);
+  return Errc::ok;
+}
+
+Errc SlabPool::free_without_cache(int size_class, void* pointer) noexcept {
   ThreadCache* cache = thread_cache_for(this, id_);
   FreeList exiting_list;
   FreeList& list = cache != nullptr ? cache->lists[size_class] : exiting_list;
-  push(list, pointer);
   std::uint32_t limit = cache != nullptr ? cache_limits_[size_class] : 0;
-  if (list.count.load(std::memory_order_relaxed) > limit) drain(list, size_class, limit / 2);
+  if (push(list, pointer) > limit) drain(list, size_class, limit / 2);
   return Errc::ok;
 }
 
@@ -240,8 +248,10 @@ Errc SlabPool::free_large(Span* span, void* pointer) noexcept {
                        fmt::format("it points inside a {}-byte buffer, not at its start", span->bytes));
   if (span->state(0).exchange(Span::kFree, std::memory_order_relaxed) != Span::kLive)
     return refuse_free(Errc::double_free, pointer, "it was freed already");
-  large_frees_.fetch_add(1, std::memory_order_relaxed);
-  if (ThreadCache* cache = thread_cache_for(this, id_)) {
+  ThreadCache* cache = thread_cache_for(this, id_);
+  if (cache != nullptr) count_one(cache->large_frees);
+  else large_frees_.fetch_add(1, std::memory_order_relaxed);
+  if (cache != nullptr) {
     for (Span*& slot : cache->large_spans) {
       if (slot != nullptr) continue;
       slot = span;

@@ -204,6 +204,13 @@ PoolStats SlabPool::stats() const {
   stats.bad_frees = bad_frees_.load();
   stats.large_allocations = large_allocations_.load();
   stats.large_frees = large_frees_.load();
+  {
+    std::lock_guard lock(caches_mutex_);
+    for (const ThreadCache* cache : caches_) {
+      stats.large_allocations += cache->large_allocations.load(std::memory_order_relaxed);
+      stats.large_frees += cache->large_frees.load(std::memory_order_relaxed);
+    }
+  }
   for (int c = 0; c < kClassCount; ++c) {
     std::uint64_t carved = objects_carved_[c].load();
     std::uint64_t free_objects = 0;
@@ -227,6 +234,8 @@ void SlabPool::retire_thread_cache(ThreadCache* cache) noexcept {
   {
     std::lock_guard lock(caches_mutex_);
     std::erase(caches_, cache);
+    large_allocations_ += cache->large_allocations.load(std::memory_order_relaxed);
+    large_frees_ += cache->large_frees.load(std::memory_order_relaxed);
   }
   delete cache;
 }

@@ -111,9 +111,10 @@ class SlabPool {
   Expected<void*> allocate_large(std::size_t size, std::size_t alignment);
   Errc free_small(Span* span, void* pointer) noexcept;
   Errc free_large(Span* span, void* pointer) noexcept;
+  Errc free_without_cache(int size_class, void* pointer) noexcept;
   Span* take_cached_large(std::size_t bytes, std::size_t alignment) noexcept;
   bool cache_large(Span* span) noexcept;
-  Errc refuse_free(Errc code, const void* pointer, std::string_view why) noexcept;
+  [[gnu::cold, gnu::noinline]] Errc refuse_free(Errc code, const void* pointer, std::string_view why) noexcept;
 
   Expected<Span*> carve_span(std::size_t bytes, std::size_t alignment, int size_class);
   Span* carve_from_arenas(std::size_t blocks, std::size_t alignment_blocks, int size_class) noexcept;

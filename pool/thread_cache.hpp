@@ -16,11 +16,20 @@ struct ThreadCache {
   SlabPool* pool;
   std::array<FreeList, kClassCount> lists{};
   std::array<Span*, 4> large_spans{};  // recently freed large buffers, reused lock-free
+  // Written by the owner only (no shared cache line on the large-buffer path).
+  std::atomic<std::uint64_t> large_allocations{0};
+  std::atomic<std::uint64_t> large_frees{0};
 };
 
-inline void add_count(FreeList& list, std::int32_t delta) noexcept {
-  auto count = list.count.load(std::memory_order_relaxed);
-  list.count.store(count + static_cast<std::uint32_t>(delta), std::memory_order_relaxed);
+inline void count_one(std::atomic<std::uint64_t>& counter) noexcept {
+  counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+// Returns the new count.
+inline std::uint32_t add_count(FreeList& list, std::int32_t delta) noexcept {
+  auto count = list.count.load(std::memory_order_relaxed) + static_cast<std::uint32_t>(delta);
+  list.count.store(count, std::memory_order_relaxed);
+  return count;
 }
 
 inline void* pop(FreeList& list) noexcept {
@@ -30,10 +39,11 @@ inline void* pop(FreeList& list) noexcept {
   return head;
 }
 
-inline void push(FreeList& list, void* object) noexcept {
+// Returns the list's new length.
+inline std::uint32_t push(FreeList& list, void* object) noexcept {
   static_cast<void**>(object)[0] = list.head;
   list.head = object;
-  add_count(list, 1);
+  return add_count(list, 1);
 }
 
 inline void remember_state(void* object, std::atomic<std::uint8_t>* state) noexcept {
