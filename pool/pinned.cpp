@@ -1,12 +1,27 @@
 // The public pool API over the process-wide SlabPool.
 #include "pool/slab_pool.hpp"
+#include <fmt/format.h>
+
 #include "runtime/base/log.hpp"
+#include "runtime/base/stats.hpp"
 
 namespace tether {
 namespace pool {
 namespace {
 
 std::atomic<SlabPool*> g_started_pool{nullptr};  // set once global_pool() succeeded
+
+std::string describe(const PoolStats& stats) {
+  std::string text = fmt::format(
+      "bytes_mapped {}\nbytes_pinned {}\nbytes_carved {}\nhigh_water_bytes {}\narenas {}\n"
+      "registrations {}\nderegistrations {}\nbad_frees {}\nlarge_allocations {}\nlarge_frees {}\n",
+      stats.bytes_mapped, stats.bytes_pinned, stats.bytes_carved, stats.high_water_bytes, stats.arenas,
+      stats.registrations, stats.deregistrations, stats.bad_frees, stats.large_allocations, stats.large_frees);
+  for (const PoolClassStats& row : stats.classes)
+    if (row.objects_carved > 0)
+      text += fmt::format("class_{}_in_use {} of {}\n", row.object_bytes, row.objects_in_use, row.objects_carved);
+  return text;
+}
 
 }  // namespace
 
@@ -16,6 +31,7 @@ const Expected<SlabPool*>& global_pool() {
     auto created = options ? SlabPool::create(*options) : tl::unexpected(options.error());
     if (!created) log::error("pool", "the pinned pool could not start: {}", created.error().message());
     if (created) g_started_pool.store(*created, std::memory_order_release);
+    if (created) stats::register_source("pool", [pool = *created] { return describe(pool->stats()); });
     return created;
   }();
   return pool;

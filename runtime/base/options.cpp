@@ -11,7 +11,7 @@ constexpr Option kOptions[] = {
     {"TETHER_LOG_FILE", "stderr", Kind::text,
      "Where log lines go: stderr, stdout, or a path (%h host, %p pid expand)"},
     {"TETHER_STATS", "off", Kind::choice,
-     "Dump the counters: at exit, on SIGUSR2, or never", "off|exit|signal"},
+     "Print every component's counters at exit (exit) or not (off)", "off|exit"},
 
     // Pinned pool
     {"TETHER_POOL_SIZE", "auto", Kind::size,

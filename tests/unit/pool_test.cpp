@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "pool_test_support.hpp"
+#include "runtime/base/stats.hpp"
 #include "tether/pool.hpp"
 
 namespace tether {
@@ -375,6 +376,21 @@ TEST(PoolTest, StatsCountClassesAndHighWater) {
   EXPECT_GE(stats.high_water_bytes, 64u * 1024);
   for (void* buffer : buffers) EXPECT_EQ(pool->deallocate(buffer), Errc::ok);
   EXPECT_EQ(pool->stats().classes[pool::class_for(4096, 16)].objects_in_use, 0u);
+}
+
+}  // namespace
+}  // namespace tether
+
+namespace tether {
+namespace {
+
+TEST(PoolStatsDumpTest, PoolCountersAppearInTheDump) {
+  void* buffer = pinned_alloc(4096);
+  ASSERT_NE(buffer, nullptr);
+  std::string dump = stats::dump_all();
+  EXPECT_NE(dump.find("pool registrations "), std::string::npos) << dump;
+  EXPECT_NE(dump.find("pool class_4096_in_use "), std::string::npos) << dump;
+  pinned_free(buffer);
 }
 
 }  // namespace
