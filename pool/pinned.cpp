@@ -1,5 +1,6 @@
 // The public pool API over the process-wide SlabPool.
 #include "pool/slab_pool.hpp"
+#include "pool/thread_cache.hpp"
 #include <fmt/format.h>
 
 #include "runtime/base/log.hpp"
@@ -54,8 +55,16 @@ void* pinned_alloc(std::size_t size, std::size_t alignment) noexcept {
 }
 
 void pinned_free(void* pointer) noexcept {
+  const pool::RecentSpan& recent = pool::t_recent_span;
+  if (reinterpret_cast<std::uintptr_t>(pointer) - recent.start < recent.bytes) {
+    (void)recent.span->owner->free_small(recent.span, pointer);
+    return;
+  }
   if (pointer == nullptr) return;
   if (pool::Span* span = pool::span_map_find(pointer)) {
+    if (span->size_class != pool::kNotAClass && span->contains(pointer))
+      pool::t_recent_span = {reinterpret_cast<std::uintptr_t>(span->start),
+                             std::size_t{span->object_bytes} * span->object_count, span};
     (void)span->owner->release(span, pointer);
     return;
   }

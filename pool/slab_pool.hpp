@@ -89,6 +89,8 @@ class SlabPool {
   [[nodiscard]] Errc deallocate(void* pointer) noexcept;
   // deallocate() once the pointer's span (one of this pool's) is known.
   [[nodiscard]] Errc release(Span* span, void* pointer) noexcept;
+  // release() for a pointer known to lie inside a slab span's objects.
+  [[nodiscard]] Errc free_small(Span* span, void* pointer) noexcept;
 
   [[nodiscard]] Expected<int> add_registrar(Registrar& registrar, Access access);
   void remove_registrar(int slot) noexcept;
@@ -109,9 +111,8 @@ class SlabPool {
 
   Expected<void*> allocate_small(int size_class);
   Expected<void*> allocate_large(std::size_t size, std::size_t alignment);
-  Errc free_small(Span* span, void* pointer) noexcept;
   Errc free_large(Span* span, void* pointer) noexcept;
-  Errc free_without_cache(int size_class, void* pointer) noexcept;
+  [[gnu::noinline]] Errc free_without_cache(int size_class, void* pointer) noexcept;
   Span* take_cached_large(std::size_t bytes, std::size_t alignment) noexcept;
   bool cache_large(Span* span) noexcept;
   [[gnu::cold, gnu::noinline]] Errc refuse_free(Errc code, const void* pointer, std::string_view why) noexcept;

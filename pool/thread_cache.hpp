@@ -58,6 +58,15 @@ inline std::atomic<std::uint8_t>* remembered_state(void* object) noexcept {
 inline thread_local std::array<ThreadCache*, kMaxPools> t_thread_caches
     __attribute__((tls_model("initial-exec"))){};
 
+// The slab span this thread freed into last: consecutive frees from one span skip the
+// address map. Only slab spans are remembered: they are never released or reused.
+struct RecentSpan {
+  std::uintptr_t start = 0;
+  std::size_t bytes = 0;
+  Span* span = nullptr;
+};
+inline thread_local RecentSpan t_recent_span __attribute__((tls_model("initial-exec"))){};
+
 // Creates this thread's cache for the pool; nullptr once the thread is exiting.
 ThreadCache* create_thread_cache(SlabPool* pool, int pool_id) noexcept;
 
