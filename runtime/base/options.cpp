@@ -32,6 +32,20 @@ constexpr Option kOptions[] = {
     // Transports (transport/)
 
     // Bootstrap, launch and messaging (runtime/, launch/)
+    {"TETHER_EAGER_LIMIT", "8K", Kind::size,
+     "Messages up to this size are copied through pinned bounce buffers; larger ones use rendezvous"},
+    {"TETHER_EAGER_BUFFERS", "64", Kind::integer,
+     "Pinned receive buffers posted per endpoint for eager and control messages"},
+    {"TETHER_MAX_REQUESTS", "65536", Kind::integer, "Sends and receives that may be in flight at once"},
+    {"TETHER_UNEXPECTED_MAX", "4096", Kind::integer,
+     "Unexpected messages queued before each further one is warned about"},
+    {"TETHER_RNDV_PROTOCOL", "auto", Kind::choice,
+     "Rendezvous: put (receiver sends CTS, sender writes) or get (receiver reads); auto is put",
+     "auto|put|get"},
+    {"TETHER_RNDV_CHUNK", "2M", Kind::size, "Rendezvous transfers move in RMA operations of at most this size"},
+    {"TETHER_PROGRESS_THREAD", "off", Kind::boolean, "Run a thread that drives progress continuously"},
+    {"TETHER_SHM", "on", Kind::boolean,
+     "Use the shared-memory path for peers on this node (off: the network transport for all)"},
 
 };
 

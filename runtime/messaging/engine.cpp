@@ -1,0 +1,302 @@
+// The engine's frame: start-up, the command queue, progress, completions, test and wait.
+#include "runtime/messaging/engine.hpp"
+
+#include <array>
+
+#include <fmt/format.h>
+
+#include "runtime/base/config.hpp"
+#include "runtime/base/log.hpp"
+
+namespace tether::messaging {
+namespace {
+
+thread_local Error t_last_error;
+constexpr std::size_t kPollBatch = 16;
+constexpr std::string_view kAddressKey = "tether.address";
+
+}  // namespace
+
+EngineOptions EngineOptions::from_config() {
+  const auto& config = config::Config::global();
+  EngineOptions options;
+  options.eager_limit_bytes = config.size_bytes("TETHER_EAGER_LIMIT");
+  options.receive_buffers = static_cast<std::size_t>(config.integer("TETHER_EAGER_BUFFERS"));
+  options.max_requests = static_cast<std::uint32_t>(config.integer("TETHER_MAX_REQUESTS"));
+  options.chunk_bytes = config.size_bytes("TETHER_RNDV_CHUNK");
+  options.unexpected_max = static_cast<std::size_t>(config.integer("TETHER_UNEXPECTED_MAX"));
+  options.rendezvous_protocol = std::string(config.choice("TETHER_RNDV_PROTOCOL"));
+  options.progress_thread = config.flag("TETHER_PROGRESS_THREAD");
+  return options;
+}
+
+Engine::Engine(std::unique_ptr<Bootstrap> bootstrap, std::unique_ptr<transport::Transport> transport,
+               const EngineOptions& options)
+    : bootstrap_(std::move(bootstrap)),
+      transport_(std::move(transport)),
+      options_(options),
+      rank_(bootstrap_->rank()),
+      size_(bootstrap_->size()),
+      requests_(options.max_requests),
+      commands_(options.max_requests),
+      peers_(static_cast<std::size_t>(size_)) {
+  for (int i = 0; i < size_; ++i) dead_.push_back(std::make_unique<std::atomic<bool>>(false));
+  const auto& limits = transport_->limits();
+  std::size_t room = limits.max_message_bytes > sizeof(MessageHeader) ? limits.max_message_bytes - sizeof(MessageHeader) : 0;
+  options_.eager_limit_bytes = std::min(options_.eager_limit_bytes, room);
+  if (limits.max_rma_bytes > 0) options_.chunk_bytes = std::min(options_.chunk_bytes, limits.max_rma_bytes);
+  receive_buffer_bytes_ = std::max(sizeof(MessageHeader) + options_.eager_limit_bytes, kControlMessageBytes);
+}
+
+Engine::~Engine() {
+  stopping_.store(true);
+  if (progress_thread_.joinable()) progress_thread_.join();
+  std::size_t pending = requests_.pending_count();
+  if (pending > 0)
+    log::warn("runtime", "rank {} shuts down with {} requests still in flight; they are abandoned "
+              "(wait for every request before the runtime ends)", rank_, pending);
+  transport_->detach_pool();
+  for (void* buffer : receive_buffers_) pinned_free(buffer);
+}
+
+Expected<void> Engine::start() {
+  auto attached = transport_->attach_pool();
+  if (!attached) return attached;
+  for (std::size_t i = 0; i < options_.receive_buffers; ++i) {
+    void* buffer = pinned_alloc(receive_buffer_bytes_, 64);
+    if (buffer == nullptr) return tl::unexpected(pinned_last_error());
+    receive_buffers_.push_back(buffer);
+    Status posted = transport_->post_receive(buffer, receive_buffer_bytes_, nullptr,
+                                             make_context(ContextKind::receive_buffer, i));
+    if (posted == Status::error) return tl::unexpected(transport_->last_error());
+  }
+  auto address = transport_->address();
+  auto put = bootstrap_->put(kAddressKey, address);
+  if (!put) return put;
+  bootstrap_->on_peer_death([this](int peer, std::string_view why) {
+    if (peer < 0 || peer >= size_) return;
+    dead_[static_cast<std::size_t>(peer)]->store(true);
+    deaths_.fetch_add(1);
+    log::warn("runtime", "rank {} died ({}); requests to and from it fail", peer, why);
+  });
+  auto published = bootstrap_->publish();
+  if (!published) return published;
+  if (options_.progress_thread)
+    progress_thread_ = std::thread([this] {
+      while (!stopping_.load(std::memory_order_relaxed)) {
+        progress();
+        std::this_thread::yield();
+      }
+    });
+  log::info("runtime", "rank {} of {} up on {}, eager limit {} B", rank_, size_, transport_->name(),
+            options_.eager_limit_bytes);
+  return {};
+}
+
+Expected<transport::PeerIndex> Engine::resolve(int peer_rank) {
+  PeerState& peer = peers_[static_cast<std::size_t>(peer_rank)];
+  if (peer.transport_peer != transport::kUnknownPeer) return peer.transport_peer;
+  auto address = bootstrap_->get(peer_rank, kAddressKey);
+  if (!address) return tl::unexpected(address.error());
+  auto inserted = transport_->insert_peer(*address);
+  if (!inserted) return inserted;
+  peer.transport_peer = *inserted;
+  return *inserted;
+}
+
+Status Engine::refuse(Errc code, std::string cause, std::string remedy) noexcept {
+  try {
+    t_last_error = Error{code, 0, std::move(cause), std::move(remedy)};
+  } catch (...) {
+    t_last_error.code = code;
+  }
+  return Status::error;
+}
+
+const Error& Engine::last_error() const noexcept { return t_last_error; }
+
+Status Engine::start_send(const void* buffer, std::size_t bytes, int peer, int tag, Request& request) noexcept {
+  if (peer < 0 || peer >= size_)
+    return refuse(Errc::invalid_argument, fmt::format("send to rank {} in a job of {}", peer, size_),
+                  fmt::format("pass a rank from 0 to {}", size_ - 1));
+  if (tag < 0) return refuse(Errc::invalid_argument, fmt::format("send with tag {}", tag), "tags are >= 0");
+  if (buffer == nullptr && bytes > 0)
+    return refuse(Errc::invalid_argument, fmt::format("send of {} bytes from a null buffer", bytes),
+                  "pass the buffer, or 0 bytes");
+  if (dead_[static_cast<std::size_t>(peer)]->load())
+    return refuse(Errc::peer_unreachable, fmt::format("rank {} died", peer), "stop sending to it");
+  RequestSlot* slot = requests_.acquire(RequestKind::send, request);
+  if (slot == nullptr)
+    return refuse(Errc::limit_exceeded, fmt::format("all {} requests are in flight", requests_.capacity()),
+                  "wait for some, or raise TETHER_MAX_REQUESTS");
+  slot->send_buffer = buffer;
+  slot->buffer_bytes = bytes;
+  slot->peer = peer;
+  slot->tag = tag;
+  slot->info.bytes = bytes;
+  commands_.push(Command{request.slot});
+  progress();
+  return Status::posted;
+}
+
+Status Engine::start_receive(void* buffer, std::size_t bytes, int source, int tag, Request& request) noexcept {
+  if (source != kAnySource && (source < 0 || source >= size_))
+    return refuse(Errc::invalid_argument, fmt::format("receive from rank {} in a job of {}", source, size_),
+                  fmt::format("pass a rank from 0 to {} or kAnySource", size_ - 1));
+  if (tag < 0 && tag != kAnyTag)
+    return refuse(Errc::invalid_argument, fmt::format("receive with tag {}", tag), "tags are >= 0 or kAnyTag");
+  if (buffer == nullptr && bytes > 0)
+    return refuse(Errc::invalid_argument, fmt::format("receive of {} bytes into a null buffer", bytes),
+                  "pass the buffer, or 0 bytes");
+  RequestSlot* slot = requests_.acquire(RequestKind::receive, request);
+  if (slot == nullptr)
+    return refuse(Errc::limit_exceeded, fmt::format("all {} requests are in flight", requests_.capacity()),
+                  "wait for some, or raise TETHER_MAX_REQUESTS");
+  slot->receive_buffer = buffer;
+  slot->buffer_bytes = bytes;
+  slot->peer = source;
+  slot->tag = tag;
+  commands_.push(Command{request.slot});
+  progress();
+  return Status::posted;
+}
+
+Status Engine::finish_test(RequestSlot* slot, Request& request, MessageInfo* info) noexcept {
+  SlotState state = slot->state.load(std::memory_order_acquire);
+  if (state == SlotState::pending) return Status::posted;
+  if (info != nullptr) *info = slot->info;
+  Errc error = slot->info.error;
+  if (error != Errc::ok)
+    refuse(error, fmt::format("request failed: {}", errc_name(error)),
+           error == Errc::truncated ? "post a receive buffer as large as the message" : "see the log for the peer");
+  requests_.release(slot);
+  request = Request{};
+  return error == Errc::ok ? Status::done : Status::error;
+}
+
+Status Engine::test(Request& request, MessageInfo* info) noexcept {
+  RequestSlot* slot = requests_.find(request);
+  if (slot == nullptr)
+    return refuse(Errc::invalid_argument, "the request is not in flight (finished and waited already, or never started)",
+                  "wait or test each request until it reports done, once");
+  if (slot->state.load(std::memory_order_acquire) == SlotState::pending) progress();
+  return finish_test(slot, request, info);
+}
+
+Status Engine::wait(Request& request, MessageInfo* info) noexcept {
+  for (;;) {
+    Status status = test(request, info);
+    if (status != Status::posted) return status;
+  }
+}
+
+void Engine::progress() noexcept {
+  std::unique_lock lock(progress_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  Command command{};
+  while (commands_.pop(command)) run_command(requests_.at(command.slot));
+  fail_requests_of_dead_peers();
+  flush_backlog();
+  poll_transport();
+}
+
+void Engine::run_command(RequestSlot* slot) noexcept {
+  if (slot->kind == RequestKind::receive) return post_receive(slot);
+  if (slot->peer == rank_) return send_to_self(slot);
+  send_to_peer(slot);
+}
+
+void Engine::complete(RequestSlot* slot, Errc error) noexcept {
+  if (slot->state.load(std::memory_order_relaxed) != SlotState::pending) return;
+  unexpose(slot);
+  slot->info.error = error;
+  slot->state.store(error == Errc::ok ? SlotState::done : SlotState::failed, std::memory_order_release);
+}
+
+void Engine::fail_requests_of_dead_peers() noexcept {
+  std::uint64_t deaths = deaths_.load(std::memory_order_acquire);
+  if (deaths == deaths_applied_) return;
+  deaths_applied_ = deaths;
+  for (std::uint32_t i = 0; i < requests_.capacity(); ++i) {
+    RequestSlot* slot = requests_.at(i);
+    if (slot->state.load(std::memory_order_acquire) != SlotState::pending || slot->peer < 0) continue;
+    if (!dead_[static_cast<std::size_t>(slot->peer)]->load()) continue;
+    log::error("runtime", "a {} with rank {} (tag {}) fails: the rank died",
+               slot->kind == RequestKind::send ? "send" : "receive", slot->peer, slot->tag);
+    posted_.remove(slot);
+    complete(slot, Errc::peer_unreachable);
+  }
+}
+
+void Engine::poll_transport() noexcept {
+  std::array<transport::Completion, kPollBatch> batch;
+  std::size_t count = transport_->poll(batch);
+  for (std::size_t i = 0; i < count; ++i) handle(batch[i]);
+}
+
+void Engine::handle(const transport::Completion& completion) noexcept {
+  using transport::CompletionKind;
+  switch (completion.kind) {
+    case CompletionKind::receive:
+      on_receive(completion);
+      repost(completion.buffer);
+      return;
+    case CompletionKind::send_done:
+      pinned_free(reinterpret_cast<void*>(context_value(completion.context)));
+      return;
+    case CompletionKind::write_done:
+    case CompletionKind::read_done:
+      on_chunk_done(completion);
+      return;
+    case CompletionKind::remote_write:
+      on_remote_write(completion);
+      return;
+    case CompletionKind::error:
+      handle_error(completion);
+      return;
+  }
+}
+
+void Engine::handle_error(const transport::Completion& completion) noexcept {
+  log::error("runtime", "transport error on {}: {} ({})", transport_->name(), completion.cause,
+             errc_name(completion.error));
+  switch (context_kind(completion.context)) {
+    case ContextKind::receive_buffer:
+      if (completion.buffer != nullptr) repost(completion.buffer);
+      return;
+    case ContextKind::send_bounce:
+      pinned_free(reinterpret_cast<void*>(context_value(completion.context)));
+      return;
+    case ContextKind::chunk_write:
+    case ContextKind::chunk_read:
+      if (RequestSlot* slot = chunk_slot(completion.context)) complete(slot, completion.error);
+      return;
+  }
+}
+
+void Engine::repost(void* buffer) noexcept {
+  for (std::size_t i = 0; i < receive_buffers_.size(); ++i) {
+    if (receive_buffers_[i] != buffer) continue;
+    Status status = transport_->post_receive(buffer, receive_buffer_bytes_, nullptr,
+                                             make_context(ContextKind::receive_buffer, i));
+    if (status == Status::error)
+      log::error("runtime", "re-posting receive buffer {} failed: {}", i, transport_->last_error().message());
+    return;
+  }
+}
+
+std::uint64_t Engine::chunk_context(ContextKind kind, const RequestSlot* slot) const noexcept {
+  RequestId id = requests_.id_of(slot);
+  return make_context(kind, (std::uint64_t{id.generation & 0xffffffU} << 32) | id.index);
+}
+
+RequestSlot* Engine::chunk_slot(std::uint64_t context) noexcept {
+  std::uint64_t value = context_value(context);
+  auto index = static_cast<std::uint32_t>(value);
+  if (index >= requests_.capacity()) return nullptr;
+  RequestSlot* slot = requests_.at(index);
+  if ((slot->generation.load(std::memory_order_relaxed) & 0xffffffU) != (value >> 32)) return nullptr;
+  return slot->state.load(std::memory_order_acquire) == SlotState::pending ? slot : nullptr;
+}
+
+}  // namespace tether::messaging

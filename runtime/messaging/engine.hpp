@@ -1,0 +1,173 @@
+// The progress engine: matching, eager sends, rendezvous (put and get), ordering per pair,
+// dead peers. One thread progresses at a time (progress_mutex_); any thread may start
+// requests, which reach the engine through a lock-free queue.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <boost/lockfree/queue.hpp>
+
+#include "runtime/bootstrap/bootstrap.hpp"
+#include "runtime/messaging/request_table.hpp"
+#include "runtime/messaging/wire.hpp"
+#include "transport/transport.hpp"
+
+namespace tether::messaging {
+
+struct EngineOptions {
+  std::size_t eager_limit_bytes = 8192;
+  std::size_t receive_buffers = 64;
+  std::uint32_t max_requests = 65536;
+  std::size_t chunk_bytes = std::size_t{2} << 20;
+  std::size_t unexpected_max = 4096;
+  std::string rendezvous_protocol = "auto";  // auto | put | get
+  bool progress_thread = false;
+
+  static EngineOptions from_config();
+};
+
+// Context words of transport operations: what finished.
+enum class ContextKind : std::uint64_t { receive_buffer = 1, send_bounce = 2, chunk_write = 3, chunk_read = 4 };
+inline std::uint64_t make_context(ContextKind kind, std::uint64_t value) noexcept {
+  return (static_cast<std::uint64_t>(kind) << 56) | (value & ((std::uint64_t{1} << 56) - 1));
+}
+inline ContextKind context_kind(std::uint64_t context) noexcept { return static_cast<ContextKind>(context >> 56); }
+inline std::uint64_t context_value(std::uint64_t context) noexcept {
+  return context & ((std::uint64_t{1} << 56) - 1);
+}
+
+// A message that arrived before its receive was posted.
+struct UnexpectedMessage {
+  MessageHeader header;
+  std::vector<std::byte> payload;    // eager
+  RendezvousRequest rts{};           // rts
+  RequestSlot* self_send = nullptr;  // a message to ourselves: the sender's request
+};
+
+// A sequenced message that arrived ahead of an earlier one from the same peer.
+struct HeldMessage {
+  std::vector<std::byte> bytes;
+};
+
+struct PeerState {
+  transport::PeerIndex transport_peer = transport::kUnknownPeer;
+  std::uint32_t next_send_sequence = 0;
+  std::uint32_t next_receive_sequence = 0;
+  std::map<std::uint32_t, HeldMessage> held;  // out-of-order arrivals by sequence
+  bool failed = false;                        // failure already applied to requests
+};
+
+class Engine {
+ public:
+  Engine(std::unique_ptr<Bootstrap> bootstrap, std::unique_ptr<transport::Transport> transport,
+         const EngineOptions& options);
+  ~Engine();
+  Expected<void> start();  // posts receive buffers, publishes the address
+
+  [[nodiscard]] int rank() const noexcept { return rank_; }
+  [[nodiscard]] int size() const noexcept { return size_; }
+  [[nodiscard]] Bootstrap& bootstrap() noexcept { return *bootstrap_; }
+  [[nodiscard]] transport::Transport& transport() noexcept { return *transport_; }
+
+  Status start_send(const void* buffer, std::size_t bytes, int peer, int tag, Request& request) noexcept;
+  Status start_receive(void* buffer, std::size_t bytes, int source, int tag, Request& request) noexcept;
+  Status test(Request& request, MessageInfo* info) noexcept;
+  Status wait(Request& request, MessageInfo* info) noexcept;
+  void progress() noexcept;
+  [[nodiscard]] const Error& last_error() const noexcept;
+
+ private:
+  struct Command {
+    std::uint32_t slot;
+  };
+
+  // Request lifecycle (engine thread).
+  void run_command(RequestSlot* slot) noexcept;
+  void complete(RequestSlot* slot, Errc error) noexcept;
+  void fail_requests_of_dead_peers() noexcept;
+  Status refuse(Errc code, std::string cause, std::string remedy) noexcept;
+  Status finish_test(RequestSlot* slot, Request& request, MessageInfo* info) noexcept;
+
+  // Sending (engine_send.cpp).
+  void send_to_peer(RequestSlot* slot) noexcept;
+  void send_eager(RequestSlot* slot, PeerState& peer) noexcept;
+  void send_rts(RequestSlot* slot, PeerState& peer) noexcept;
+  void send_to_self(RequestSlot* slot) noexcept;
+  void post_control(int peer_rank, const void* bytes, std::size_t length) noexcept;
+  void post_bounce(int peer_rank, std::byte* bounce, std::size_t length) noexcept;
+  void flush_backlog() noexcept;
+  Expected<transport::PeerIndex> resolve(int peer_rank);
+
+  // Receiving and matching (engine_match.cpp).
+  void post_receive(RequestSlot* slot) noexcept;
+  void on_receive(const transport::Completion& completion) noexcept;
+  void release_held(int source) noexcept;
+  void dispatch(const DecodedMessage& message) noexcept;
+  void deliver(const DecodedMessage& message) noexcept;
+  RequestSlot* match_posted(int source, int tag) noexcept;
+  void land_eager(RequestSlot* slot, const MessageHeader& header, std::span<const std::byte> payload) noexcept;
+  void land_self(RequestSlot* receive, RequestSlot* send) noexcept;
+  bool match_unexpected(RequestSlot* slot) noexcept;
+
+  // Rendezvous (engine_rendezvous.cpp).
+  void answer_rts(RequestSlot* receive, const MessageHeader& header, const RendezvousRequest& rts) noexcept;
+  void on_cts(const DecodedMessage& message) noexcept;
+  void on_fin(const DecodedMessage& message) noexcept;
+  void finish_get(RequestSlot* receive) noexcept;
+  void finish_receive(RequestSlot* receive) noexcept;
+  void on_remote_write(const transport::Completion& completion) noexcept;
+  void on_chunk_done(const transport::Completion& completion) noexcept;
+  // Posts the slot's remaining chunks; false when back-pressure stopped it.
+  bool post_chunks(RequestSlot* slot) noexcept;
+  void resume_writes() noexcept;
+  Expected<transport::RemoteBuffer> expose(RequestSlot* slot, void* buffer, std::size_t bytes);
+  void unexpose(RequestSlot* slot) noexcept;
+  void* descriptor_of(RequestSlot* slot, const void* buffer) noexcept;
+  RendezvousProtocol choose_protocol() const noexcept;
+
+  // Completions (engine.cpp).
+  void poll_transport() noexcept;
+  void handle(const transport::Completion& completion) noexcept;
+  void handle_error(const transport::Completion& completion) noexcept;
+  void repost(void* buffer) noexcept;
+  std::uint64_t chunk_context(ContextKind kind, const RequestSlot* slot) const noexcept;
+  RequestSlot* chunk_slot(std::uint64_t context) noexcept;
+
+  std::unique_ptr<Bootstrap> bootstrap_;
+  std::unique_ptr<transport::Transport> transport_;
+  EngineOptions options_;
+  int rank_;
+  int size_;
+  RequestTable requests_;
+  boost::lockfree::queue<Command> commands_;
+  std::mutex progress_mutex_;
+
+  // Owned by the thread holding progress_mutex_.
+  std::vector<PeerState> peers_;
+  std::vector<void*> receive_buffers_;
+  std::size_t receive_buffer_bytes_ = 0;
+  std::list<RequestSlot*> posted_;
+  std::deque<UnexpectedMessage> unexpected_;
+  struct Outgoing {
+    int peer;
+    std::byte* bounce;
+    std::size_t length;
+  };
+  std::deque<Outgoing> backlog_;             // messages waiting for room, in order
+  std::deque<RequestSlot*> waiting_writes_;  // rendezvous writes that met back-pressure
+  std::vector<std::unique_ptr<std::atomic<bool>>> dead_;  // written by the PMIx event thread
+  std::atomic<std::uint64_t> deaths_{0};
+  std::uint64_t deaths_applied_ = 0;
+
+  std::atomic<bool> stopping_{false};
+  std::thread progress_thread_;
+};
+
+}  // namespace tether::messaging

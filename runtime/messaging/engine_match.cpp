@@ -1,0 +1,134 @@
+// Receiving: decode and validate, restore each pair's order, match against posted
+// receives (in post order) or keep as unexpected (in arrival order).
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "runtime/base/log.hpp"
+#include "runtime/messaging/engine.hpp"
+
+namespace tether::messaging {
+namespace {
+
+bool matches(const RequestSlot* receive, int source, int tag) noexcept {
+  return (receive->peer == kAnySource || receive->peer == source) && (receive->tag == kAnyTag || receive->tag == tag);
+}
+
+bool sequenced(MessageKind kind) noexcept { return kind == MessageKind::eager || kind == MessageKind::rts; }
+
+}  // namespace
+
+void Engine::post_receive(RequestSlot* slot) noexcept {
+  if (slot->peer >= 0 && dead_[static_cast<std::size_t>(slot->peer)]->load())
+    return complete(slot, Errc::peer_unreachable);
+  if (match_unexpected(slot)) return;
+  posted_.push_back(slot);
+}
+
+bool Engine::match_unexpected(RequestSlot* slot) noexcept {
+  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+    if (!matches(slot, static_cast<int>(it->header.source_rank), it->header.tag)) continue;
+    UnexpectedMessage message = std::move(*it);
+    unexpected_.erase(it);
+    if (message.self_send != nullptr) land_self(slot, message.self_send);
+    else if (message.header.kind == MessageKind::rts) answer_rts(slot, message.header, message.rts);
+    else land_eager(slot, message.header, message.payload);
+    return true;
+  }
+  return false;
+}
+
+RequestSlot* Engine::match_posted(int source, int tag) noexcept {
+  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+    if (!matches(*it, source, tag)) continue;
+    RequestSlot* slot = *it;
+    posted_.erase(it);
+    return slot;
+  }
+  return nullptr;
+}
+
+void Engine::on_receive(const transport::Completion& completion) noexcept {
+  std::span<const std::byte> bytes(static_cast<const std::byte*>(completion.buffer), completion.length);
+  auto message = decode(bytes, size_);
+  if (!message) {
+    log::error("runtime", "dropped a {}-byte message: {}", completion.length, message.error().message());
+    return;
+  }
+  if (!sequenced(message->header.kind)) return dispatch(*message);
+  int source = static_cast<int>(message->header.source_rank);
+  PeerState& peer = peers_[static_cast<std::size_t>(source)];
+  std::uint32_t sequence = message->header.sequence;
+  if (sequence == peer.next_receive_sequence) {
+    ++peer.next_receive_sequence;
+    dispatch(*message);
+    return release_held(source);
+  }
+  if (static_cast<std::int32_t>(sequence - peer.next_receive_sequence) < 0 || peer.held.count(sequence) != 0) {
+    log::error("runtime", "dropped a duplicate message {} from rank {} (expected {})", sequence, source,
+               peer.next_receive_sequence);
+    return;
+  }
+  peer.held.emplace(sequence, HeldMessage{std::vector<std::byte>(bytes.begin(), bytes.end())});
+}
+
+// Delivers messages that waited for an earlier one from the same rank.
+void Engine::release_held(int source) noexcept {
+  PeerState& peer = peers_[static_cast<std::size_t>(source)];
+  for (auto next = peer.held.find(peer.next_receive_sequence); next != peer.held.end();
+       next = peer.held.find(peer.next_receive_sequence)) {
+    HeldMessage held = std::move(next->second);
+    peer.held.erase(next);
+    ++peer.next_receive_sequence;
+    auto message = decode(held.bytes, size_);
+    if (message) dispatch(*message);
+  }
+}
+
+void Engine::dispatch(const DecodedMessage& message) noexcept {
+  switch (message.header.kind) {
+    case MessageKind::cts: return on_cts(message);
+    case MessageKind::fin: return on_fin(message);
+    case MessageKind::eager:
+    case MessageKind::rts: return deliver(message);
+  }
+}
+
+void Engine::deliver(const DecodedMessage& message) noexcept {
+  int source = static_cast<int>(message.header.source_rank);
+  if (RequestSlot* slot = match_posted(source, message.header.tag)) {
+    if (message.header.kind == MessageKind::rts) return answer_rts(slot, message.header, message.rts);
+    return land_eager(slot, message.header, message.payload);
+  }
+  if (unexpected_.size() == options_.unexpected_max)
+    log::warn("runtime", "{} unexpected messages are queued (TETHER_UNEXPECTED_MAX); post receives sooner",
+              unexpected_.size());
+  UnexpectedMessage kept;
+  kept.header = message.header;
+  kept.payload.assign(message.payload.begin(), message.payload.end());
+  kept.rts = message.rts;
+  unexpected_.push_back(std::move(kept));
+}
+
+void Engine::land_eager(RequestSlot* slot, const MessageHeader& header, std::span<const std::byte> payload) noexcept {
+  std::size_t landed = std::min(payload.size(), slot->buffer_bytes);
+  if (landed > 0) std::memcpy(slot->receive_buffer, payload.data(), landed);
+  slot->info.source = static_cast<int>(header.source_rank);
+  slot->info.tag = header.tag;
+  slot->info.bytes = payload.size();
+  slot->info.received_bytes = landed;
+  complete(slot, landed < payload.size() ? Errc::truncated : Errc::ok);
+}
+
+void Engine::land_self(RequestSlot* receive, RequestSlot* send) noexcept {
+  std::size_t landed = std::min(send->buffer_bytes, receive->buffer_bytes);
+  if (landed > 0) std::memmove(receive->receive_buffer, send->send_buffer, landed);
+  receive->info.source = rank_;
+  receive->info.tag = send->tag;
+  receive->info.bytes = send->buffer_bytes;
+  receive->info.received_bytes = landed;
+  complete(receive, landed < send->buffer_bytes ? Errc::truncated : Errc::ok);
+  complete(send, Errc::ok);
+}
+
+}  // namespace tether::messaging

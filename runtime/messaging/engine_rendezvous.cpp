@@ -1,0 +1,180 @@
+// Rendezvous. put: RTS -> CTS (target address and key) -> RMA writes, each chunk with a
+// notification naming the receive request -> both complete. get: RTS carries the source
+// address and key -> the receiver reads the chunks -> FIN -> both complete.
+#include <fmt/format.h>
+
+#include "runtime/base/log.hpp"
+#include "runtime/messaging/engine.hpp"
+
+namespace tether::messaging {
+namespace {
+
+constexpr std::uintptr_t kPageBytes = 4096;
+
+std::uint64_t chunk_count(std::uint64_t bytes, std::uint64_t chunk) noexcept {
+  return bytes == 0 ? 0 : (bytes + chunk - 1) / chunk;
+}
+
+}  // namespace
+
+RendezvousProtocol Engine::choose_protocol() const noexcept {
+  return options_.rendezvous_protocol == "get" ? RendezvousProtocol::get : RendezvousProtocol::put;
+}
+
+Expected<transport::RemoteBuffer> Engine::expose(RequestSlot* slot, void* buffer, std::size_t bytes) {
+  if (bytes == 0) return transport::RemoteBuffer{};
+  auto pool_buffer = transport_->describe_pool_buffer(buffer, bytes);
+  if (pool_buffer) return pool_buffer;
+  auto start = reinterpret_cast<std::uintptr_t>(buffer) & ~(kPageBytes - 1);
+  auto end = (reinterpret_cast<std::uintptr_t>(buffer) + bytes + kPageBytes - 1) & ~(kPageBytes - 1);
+  auto registration = transport_->registrar().register_range(reinterpret_cast<void*>(start), end - start, Access::all);
+  if (!registration) return tl::unexpected(registration.error());
+  slot->registration = *registration;
+  slot->registered = true;
+  return transport::Transport::describe(*registration, buffer, bytes);
+}
+
+void Engine::unexpose(RequestSlot* slot) noexcept {
+  if (!slot->registered) return;
+  transport_->registrar().deregister(slot->registration);
+  slot->registered = false;
+}
+
+void* Engine::descriptor_of(RequestSlot* slot, const void*) noexcept {
+  return slot->registered ? slot->registration.local_descriptor : nullptr;
+}
+
+void Engine::answer_rts(RequestSlot* receive, const MessageHeader& header, const RendezvousRequest& rts) noexcept {
+  int source = static_cast<int>(header.source_rank);
+  receive->info.source = source;
+  receive->info.tag = header.tag;
+  receive->info.bytes = header.message_bytes;
+  receive->transfer_bytes = std::min<std::uint64_t>(header.message_bytes, receive->buffer_bytes);
+  receive->info.received_bytes = receive->transfer_bytes;
+  receive->chunk_bytes = options_.chunk_bytes;
+  receive->chunks_left = chunk_count(receive->transfer_bytes, receive->chunk_bytes);
+  receive->peer_request = rts.sender_request;
+  receive->protocol = rts.protocol;
+  receive->remote = rts.source;
+  receive->peer = source;
+  auto resolved = resolve(source);
+  auto target = resolved ? expose(receive, receive->receive_buffer, receive->transfer_bytes)
+                         : tl::unexpected(resolved.error());
+  if (!target) {
+    log::error("runtime", "rendezvous from rank {} cannot land: {}", source, target.error().message());
+    return complete(receive, target.error().code);
+  }
+  if (rts.protocol == RendezvousProtocol::get) {
+    if (receive->chunks_left == 0) return finish_get(receive);
+    if (!post_chunks(receive)) waiting_writes_.push_back(receive);
+    return;
+  }
+  struct {
+    MessageHeader header;
+    ClearToSend body;
+  } message{make_header(MessageKind::cts, rank_, header.tag, 0, header.message_bytes),
+            ClearToSend{rts.sender_request, requests_.id_of(receive), *target, receive->transfer_bytes,
+                        receive->chunk_bytes}};
+  post_control(source, &message, sizeof message);
+  if (receive->chunks_left == 0) finish_receive(receive);
+}
+
+void Engine::on_cts(const DecodedMessage& message) noexcept {
+  RequestSlot* send = requests_.find(message.cts.sender_request);
+  int source = static_cast<int>(message.header.source_rank);
+  if (send == nullptr || send->kind != RequestKind::send || send->peer != source) {
+    log::error("runtime", "dropped a CTS from rank {} for a send that is not in flight", source);
+    return;
+  }
+  if (message.cts.bytes_to_write > send->buffer_bytes || message.cts.chunk_bytes > options_.chunk_bytes) {
+    log::error("runtime", "CTS from rank {} asks for {} bytes in {}-byte chunks of a {}-byte send", source,
+               message.cts.bytes_to_write, message.cts.chunk_bytes, send->buffer_bytes);
+    return complete(send, Errc::invalid_argument);
+  }
+  send->remote = message.cts.target;
+  send->peer_request = message.cts.receiver_request;
+  send->transfer_bytes = message.cts.bytes_to_write;
+  send->chunk_bytes = message.cts.chunk_bytes;
+  send->chunks_left = chunk_count(send->transfer_bytes, send->chunk_bytes);
+  send->protocol = RendezvousProtocol::put;
+  if (send->chunks_left == 0) return complete(send, Errc::ok);
+  if (!post_chunks(send)) waiting_writes_.push_back(send);
+}
+
+bool Engine::post_chunks(RequestSlot* slot) noexcept {
+  transport::PeerIndex peer = peers_[static_cast<std::size_t>(slot->peer)].transport_peer;
+  bool writing = slot->kind == RequestKind::send;
+  while (slot->posted_bytes < slot->transfer_bytes) {
+    std::size_t offset = slot->posted_bytes;
+    std::size_t length = std::min<std::uint64_t>(slot->chunk_bytes, slot->transfer_bytes - offset);
+    Status status;
+    if (writing) {
+      auto* local = static_cast<const std::byte*>(slot->send_buffer) + offset;
+      status = transport_->write_with_notification(peer, local, length, descriptor_of(slot, local), slot->remote,
+                                                   offset, slot->peer_request.packed(),
+                                                   chunk_context(ContextKind::chunk_write, slot));
+    } else {
+      auto* local = static_cast<std::byte*>(slot->receive_buffer) + offset;
+      status = transport_->read(peer, local, length, descriptor_of(slot, local), slot->remote, offset,
+                                chunk_context(ContextKind::chunk_read, slot));
+    }
+    if (status == Status::retry) return false;
+    if (status == Status::error) {
+      log::error("runtime", "rendezvous with rank {} failed: {}", slot->peer, transport_->last_error().message());
+      complete(slot, transport_->last_error().code);
+      return true;
+    }
+    slot->posted_bytes += length;
+  }
+  return true;
+}
+
+void Engine::resume_writes() noexcept {
+  while (!waiting_writes_.empty()) {
+    RequestSlot* slot = waiting_writes_.front();
+    if (slot->state.load(std::memory_order_relaxed) == SlotState::pending && !post_chunks(slot)) return;
+    waiting_writes_.pop_front();
+  }
+}
+
+void Engine::on_chunk_done(const transport::Completion& completion) noexcept {
+  RequestSlot* slot = chunk_slot(completion.context);
+  if (slot == nullptr || slot->chunks_left == 0) return;
+  if (--slot->chunks_left > 0) return;
+  if (slot->kind == RequestKind::send) return complete(slot, Errc::ok);
+  finish_get(slot);
+}
+
+void Engine::finish_get(RequestSlot* receive) noexcept {
+  struct {
+    MessageHeader header;
+    RendezvousDone body;
+  } message{make_header(MessageKind::fin, rank_, receive->info.tag, 0, receive->info.bytes),
+            RendezvousDone{receive->peer_request}};
+  post_control(receive->peer, &message, sizeof message);
+  finish_receive(receive);
+}
+
+void Engine::finish_receive(RequestSlot* receive) noexcept {
+  complete(receive, receive->info.received_bytes < receive->info.bytes ? Errc::truncated : Errc::ok);
+}
+
+void Engine::on_remote_write(const transport::Completion& completion) noexcept {
+  RequestSlot* receive = requests_.find(RequestId::unpack(completion.notification));
+  if (receive == nullptr || receive->kind != RequestKind::receive || receive->chunks_left == 0) {
+    log::error("runtime", "dropped a write notification {:#x} for no receive in flight", completion.notification);
+    return;
+  }
+  if (--receive->chunks_left == 0) finish_receive(receive);
+}
+
+void Engine::on_fin(const DecodedMessage& message) noexcept {
+  RequestSlot* send = requests_.find(message.fin.sender_request);
+  if (send == nullptr || send->kind != RequestKind::send) {
+    log::error("runtime", "dropped a FIN from rank {} for a send that is not in flight", message.header.source_rank);
+    return;
+  }
+  complete(send, Errc::ok);
+}
+
+}  // namespace tether::messaging

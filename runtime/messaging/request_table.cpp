@@ -1,0 +1,55 @@
+#include "runtime/messaging/request_table.hpp"
+
+namespace tether::messaging {
+
+RequestTable::RequestTable(std::uint32_t capacity)
+    : capacity_(capacity), slots_(new RequestSlot[capacity]), free_(capacity) {
+  for (std::uint32_t i = capacity; i-- > 0;) free_.bounded_push(i);
+}
+
+RequestSlot* RequestTable::acquire(RequestKind kind, Request& request) noexcept {
+  std::uint32_t index = 0;
+  if (!free_.pop(index)) return nullptr;
+  RequestSlot& slot = slots_[index];
+  slot.kind = kind;
+  slot.info = MessageInfo{};
+  slot.registered = false;
+  slot.chunks_left = 0;
+  slot.posted_bytes = 0;
+  slot.transfer_bytes = 0;
+  request = Request{index, slot.generation.load(std::memory_order_relaxed)};
+  slot.state.store(SlotState::pending, std::memory_order_release);
+  return &slot;
+}
+
+RequestSlot* RequestTable::find(const Request& request) noexcept {
+  if (request.slot >= capacity_) return nullptr;
+  RequestSlot& slot = slots_[request.slot];
+  if (slot.generation.load(std::memory_order_acquire) != request.generation) return nullptr;
+  if (slot.state.load(std::memory_order_acquire) == SlotState::free) return nullptr;
+  return &slot;
+}
+
+RequestSlot* RequestTable::find(RequestId id) noexcept {
+  return find(Request{id.index, id.generation});
+}
+
+void RequestTable::release(RequestSlot* slot) noexcept {
+  slot->generation.fetch_add(1, std::memory_order_acq_rel);
+  slot->state.store(SlotState::free, std::memory_order_release);
+  free_.push(static_cast<std::uint32_t>(slot - slots_.get()));
+}
+
+std::size_t RequestTable::pending_count() const noexcept {
+  std::size_t pending = 0;
+  for (std::uint32_t i = 0; i < capacity_; ++i)
+    pending += slots_[i].state.load(std::memory_order_relaxed) == SlotState::pending ? 1 : 0;
+  return pending;
+}
+
+RequestId RequestTable::id_of(const RequestSlot* slot) const noexcept {
+  auto index = static_cast<std::uint32_t>(slot - slots_.get());
+  return {index, slot->generation.load(std::memory_order_relaxed)};
+}
+
+}  // namespace tether::messaging

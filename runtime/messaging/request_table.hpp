@@ -1,0 +1,65 @@
+// Request slots: a fixed table, handed out and returned through a lock-free stack so any
+// thread can start a request. A slot's state is atomic; everything else belongs to the
+// progress engine while the request is pending.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include <boost/lockfree/stack.hpp>
+
+#include "tether/pool.hpp"
+#include "runtime/messaging/wire.hpp"
+#include "tether/runtime.hpp"
+
+namespace tether::messaging {
+
+enum class SlotState : std::uint8_t { free, pending, done, failed };
+enum class RequestKind : std::uint8_t { send, receive };
+
+struct RequestSlot {
+  std::atomic<SlotState> state{SlotState::free};
+  std::atomic<std::uint32_t> generation{1};
+  RequestKind kind = RequestKind::send;
+  const void* send_buffer = nullptr;
+  void* receive_buffer = nullptr;
+  std::size_t buffer_bytes = 0;
+  int peer = kAnySource;  // destination of a send, wanted source of a receive
+  int tag = kAnyTag;
+  MessageInfo info;
+  // Rendezvous state.
+  Registration registration;  // of a user buffer registered for this transfer
+  bool registered = false;
+  std::uint64_t chunks_left = 0;      // chunk completions (or notifications) still to come
+  std::uint64_t posted_bytes = 0;     // of transfer_bytes, handed to the transport so far
+  std::uint64_t transfer_bytes = 0;   // what moves by RMA
+  std::uint64_t chunk_bytes = 0;
+  transport::RemoteBuffer remote{};   // the peer's buffer (put: target; get: source)
+  RequestId peer_request{};           // the other side's request
+  RendezvousProtocol protocol = RendezvousProtocol::put;
+};
+
+class RequestTable {
+ public:
+  explicit RequestTable(std::uint32_t capacity);
+
+  // A pending slot, or nullptr when every slot is in use.
+  RequestSlot* acquire(RequestKind kind, Request& request) noexcept;
+  // The slot `request` names if it is still current; nullptr if stale or out of range.
+  RequestSlot* find(const Request& request) noexcept;
+  RequestSlot* find(RequestId id) noexcept;
+  void release(RequestSlot* slot) noexcept;
+  // The slot at `index`, for the engine that owns pending slots.
+  [[nodiscard]] RequestSlot* at(std::uint32_t index) noexcept { return &slots_[index]; }
+  [[nodiscard]] std::size_t pending_count() const noexcept;
+  [[nodiscard]] RequestId id_of(const RequestSlot* slot) const noexcept;
+  [[nodiscard]] std::uint32_t capacity() const noexcept { return capacity_; }
+
+ private:
+  std::uint32_t capacity_;
+  std::unique_ptr<RequestSlot[]> slots_;
+  boost::lockfree::stack<std::uint32_t> free_;
+};
+
+}  // namespace tether::messaging

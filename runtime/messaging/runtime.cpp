@@ -1,0 +1,73 @@
+// tether::Runtime: bootstrap, transport choice, and the public face of the engine.
+#include "tether/runtime.hpp"
+
+#include <fmt/format.h>
+
+#include "runtime/base/config.hpp"
+#include "runtime/base/log.hpp"
+#include "runtime/messaging/engine.hpp"
+
+namespace tether {
+namespace {
+
+// On-node jobs use libfabric's shared-memory provider unless TETHER_SHM=off.
+std::string transport_spec(const Bootstrap& bootstrap) {
+  const auto& identity = bootstrap.identity();
+  bool all_local = identity.local_peers.size() == static_cast<std::size_t>(identity.size);
+  bool shm = config::Config::global().flag("TETHER_SHM");
+  if (all_local && shm && !config::Config::global().is_set("TETHER_OFI_PROVIDER")) return "ofi:shm";
+  return "ofi";
+}
+
+}  // namespace
+
+Runtime::Runtime(std::unique_ptr<messaging::Engine> engine) : engine_(std::move(engine)) {}
+Runtime::~Runtime() = default;
+
+Expected<std::unique_ptr<Runtime>> Runtime::start() {
+  auto bootstrap = Bootstrap::connect();
+  if (!bootstrap) return tl::unexpected(bootstrap.error());
+  std::string spec = transport_spec(**bootstrap);
+  auto transport = transport::open_transport(spec);
+  if (!transport) return tl::unexpected(transport.error());
+  auto engine = std::make_unique<messaging::Engine>(std::move(*bootstrap), std::move(*transport),
+                                                    messaging::EngineOptions::from_config());
+  auto started = engine->start();
+  if (!started) return tl::unexpected(started.error());
+  return std::unique_ptr<Runtime>(new Runtime(std::move(engine)));
+}
+
+int Runtime::rank() const noexcept { return engine_->rank(); }
+int Runtime::size() const noexcept { return engine_->size(); }
+
+Status Runtime::isend(const void* buffer, std::size_t bytes, int peer, int tag, Request& request) noexcept {
+  return engine_->start_send(buffer, bytes, peer, tag, request);
+}
+
+Status Runtime::irecv(void* buffer, std::size_t bytes, int source, int tag, Request& request) noexcept {
+  return engine_->start_receive(buffer, bytes, source, tag, request);
+}
+
+Status Runtime::test(Request& request, MessageInfo* info) noexcept { return engine_->test(request, info); }
+Status Runtime::wait(Request& request, MessageInfo* info) noexcept { return engine_->wait(request, info); }
+
+Status Runtime::wait_all(std::span<Request> requests, std::span<MessageInfo> infos) noexcept {
+  Status overall = Status::done;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (!requests[i].valid()) continue;
+    MessageInfo* info = i < infos.size() ? &infos[i] : nullptr;
+    if (engine_->wait(requests[i], info) != Status::done) overall = Status::error;
+  }
+  return overall;
+}
+
+void Runtime::progress() noexcept { engine_->progress(); }
+const Error& Runtime::last_error() const noexcept { return engine_->last_error(); }
+Bootstrap& Runtime::bootstrap() noexcept { return engine_->bootstrap(); }
+
+Expected<void> Runtime::barrier() {
+  engine_->progress();
+  return engine_->bootstrap().fence();
+}
+
+}  // namespace tether

@@ -1,0 +1,89 @@
+#include "runtime/messaging/wire.hpp"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace tether::messaging {
+namespace {
+
+tl::unexpected<Error> malformed(std::string cause) {
+  return make_error(Errc::invalid_argument, "malformed message: " + std::move(cause),
+                    "the peer runs another tether version or is corrupting memory; message dropped");
+}
+
+std::size_t body_bytes(MessageKind kind) noexcept {
+  switch (kind) {
+    case MessageKind::eager: return 0;
+    case MessageKind::rts: return sizeof(RendezvousRequest);
+    case MessageKind::cts: return sizeof(ClearToSend);
+    case MessageKind::fin: return sizeof(RendezvousDone);
+  }
+  return 0;
+}
+
+bool known_kind(MessageKind kind) noexcept {
+  auto value = static_cast<std::uint8_t>(kind);
+  return value >= 1 && value <= 4;
+}
+
+template <class Body>
+Body read_body(std::span<const std::byte> bytes) {
+  Body body;
+  std::memcpy(&body, bytes.data() + sizeof(MessageHeader), sizeof(Body));
+  return body;
+}
+
+Expected<void> check_body(const DecodedMessage& message) {
+  if (message.header.kind == MessageKind::rts) {
+    auto protocol = message.rts.protocol;
+    if (protocol != RendezvousProtocol::put && protocol != RendezvousProtocol::get)
+      return malformed(fmt::format("rts names protocol {}", static_cast<int>(protocol)));
+    if (message.rts.source.length < message.header.message_bytes && protocol == RendezvousProtocol::get)
+      return malformed("rts offers a source shorter than the message");
+  }
+  if (message.header.kind == MessageKind::cts) {
+    if (message.cts.bytes_to_write > message.cts.target.length)
+      return malformed(fmt::format("cts asks to write {} bytes into a {}-byte target",
+                                   message.cts.bytes_to_write, message.cts.target.length));
+    if (message.cts.chunk_bytes == 0 && message.cts.bytes_to_write > 0) return malformed("cts has a zero chunk size");
+  }
+  return {};
+}
+
+}  // namespace
+
+Expected<DecodedMessage> decode(std::span<const std::byte> bytes, int job_size) {
+  if (bytes.size() < sizeof(MessageHeader))
+    return malformed(fmt::format("{} bytes is shorter than a header", bytes.size()));
+  DecodedMessage message;
+  std::memcpy(&message.header, bytes.data(), sizeof(MessageHeader));
+  const MessageHeader& header = message.header;
+  if (header.magic != kWireMagic) return malformed(fmt::format("bad magic {:#x}", header.magic));
+  if (header.version != kWireVersion)
+    return malformed(fmt::format("wire version {} (this build speaks {})", header.version, kWireVersion));
+  if (!known_kind(header.kind)) return malformed(fmt::format("unknown kind {}", static_cast<int>(header.kind)));
+  if (header.source_rank >= static_cast<std::uint32_t>(job_size))
+    return malformed(fmt::format("source rank {} in a job of {}", header.source_rank, job_size));
+  std::size_t expected = sizeof(MessageHeader) + body_bytes(header.kind);
+  if (header.kind == MessageKind::eager) expected += header.message_bytes;
+  if (header.kind == MessageKind::eager ? bytes.size() != expected : bytes.size() < expected)
+    return malformed(fmt::format("{} message of {} bytes, header says {}", static_cast<int>(header.kind),
+                                 bytes.size(), expected));
+  auto after_header = bytes.subspan(sizeof(MessageHeader));
+  if (header.kind == MessageKind::eager) message.payload = after_header;
+  if (header.kind == MessageKind::rts) message.rts = read_body<RendezvousRequest>(bytes);
+  if (header.kind == MessageKind::cts) message.cts = read_body<ClearToSend>(bytes);
+  if (header.kind == MessageKind::fin) message.fin = read_body<RendezvousDone>(bytes);
+  auto body = check_body(message);
+  if (!body) return tl::unexpected(body.error());
+  return message;
+}
+
+MessageHeader make_header(MessageKind kind, int source_rank, int tag, std::uint32_t sequence,
+                          std::uint64_t message_bytes) noexcept {
+  return MessageHeader{kWireMagic, kWireVersion, kind, static_cast<std::uint32_t>(source_rank),
+                       tag, sequence, message_bytes, 0};
+}
+
+}  // namespace tether::messaging

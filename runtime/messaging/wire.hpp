@@ -1,0 +1,88 @@
+// Wire headers of tether's point-to-point protocol. Every header starts with the same
+// 32-byte MessageHeader; rendezvous control messages append one fixed body. Rule: append
+// fields, never reorder; bump kWireVersion when a field changes meaning.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "tether/error.hpp"
+#include "transport/transport.hpp"
+
+namespace tether::messaging {
+
+inline constexpr std::uint16_t kWireMagic = 0x7e7a;  // "te" + protocol
+inline constexpr std::uint8_t kWireVersion = 1;
+
+enum class MessageKind : std::uint8_t {
+  eager = 1,  // payload follows the header
+  rts = 2,    // ready to send: RendezvousRequest follows
+  cts = 3,    // clear to send: ClearToSend follows
+  fin = 4,    // get variant: the receiver read everything; RendezvousDone follows
+};
+
+struct MessageHeader {
+  std::uint16_t magic;
+  std::uint8_t version;
+  MessageKind kind;
+  std::uint32_t source_rank;
+  std::int32_t tag;
+  std::uint32_t sequence;      // per (source, destination) pair, eager and rts only
+  std::uint64_t message_bytes; // size of the user message (eager: payload bytes)
+  std::uint64_t reserved;
+};
+static_assert(sizeof(MessageHeader) == 32);
+
+// Identifies a request on the side that owns it: slot index and generation.
+struct RequestId {
+  std::uint32_t index;
+  std::uint32_t generation;
+  [[nodiscard]] std::uint64_t packed() const noexcept {
+    return (std::uint64_t{generation} << 32) | index;
+  }
+  static RequestId unpack(std::uint64_t value) noexcept {
+    return {static_cast<std::uint32_t>(value), static_cast<std::uint32_t>(value >> 32)};
+  }
+};
+
+enum class RendezvousProtocol : std::uint8_t { put = 1, get = 2 };
+
+struct RendezvousRequest {            // after an rts header
+  RequestId sender_request;
+  transport::RemoteBuffer source;     // the sender's buffer, for the get variant
+  RendezvousProtocol protocol;
+  std::uint8_t padding[7];
+};
+
+struct ClearToSend {                  // after a cts header
+  RequestId sender_request;
+  RequestId receiver_request;
+  transport::RemoteBuffer target;     // where the sender writes
+  std::uint64_t bytes_to_write;       // min(message, posted buffer)
+  std::uint64_t chunk_bytes;          // writes are split at this size, one notification each
+};
+
+struct RendezvousDone {               // after a fin header
+  RequestId sender_request;
+};
+
+inline constexpr std::size_t kControlMessageBytes = sizeof(MessageHeader) + sizeof(ClearToSend);
+
+// A header that passed validation, with views of what follows it.
+struct DecodedMessage {
+  MessageHeader header;
+  std::span<const std::byte> payload;  // eager only
+  RendezvousRequest rts{};
+  ClearToSend cts{};
+  RendezvousDone fin{};
+};
+
+// Checks magic, version, kind, lengths against `bytes` and the job size. Never reads past
+// `bytes`. The error names what was wrong, for the log.
+[[nodiscard]] Expected<DecodedMessage> decode(std::span<const std::byte> bytes, int job_size);
+
+MessageHeader make_header(MessageKind kind, int source_rank, int tag, std::uint32_t sequence,
+                          std::uint64_t message_bytes) noexcept;
+
+}  // namespace tether::messaging
