@@ -32,6 +32,12 @@ constexpr Option kOptions[] = {
     // Transports (transport/)
 
     // Bootstrap, launch and messaging (runtime/, launch/)
+    {"TETHER_BOOTSTRAP_TIMEOUT", "5m", Kind::duration,
+     "Longest wait for a PMIx fence or a peer's published data (0s: no limit)"},
+    {"TETHER_BOOTSTRAP_PREEXCHANGE", "0", Kind::boolean,
+     "Exchange every rank's published data in one fence at start-up instead of on first use"},
+    {"TETHER_RUN_TMPDIR", "/tmp", Kind::text,
+     "Where tether-run creates its private (mode 0700) directory for the PMIx server"},
     {"TETHER_EAGER_LIMIT", "8K", Kind::size,
      "Messages up to this size are copied through pinned bounce buffers; larger ones use rendezvous"},
     {"TETHER_EAGER_BUFFERS", "64", Kind::integer,

@@ -1,0 +1,206 @@
+// Job: the launcher's event loop (poll on a signalfd, the PMIx wake fd and output pipes).
+#include "launch/job.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "launch/rank_process.hpp"
+#include "runtime/base/log.hpp"
+
+namespace tether::launch {
+namespace {
+
+constexpr auto kKillAfterTerm = std::chrono::milliseconds(2000);
+constexpr auto kKillAfterInterrupt = std::chrono::milliseconds(5000);
+
+void say(std::string_view text) { fmt::print(stderr, "tether-run: {}\n", text); }
+
+std::string signal_name(int signal_number) {
+  const char* abbrev = sigabbrev_np(signal_number);
+  return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", signal_number);
+}
+
+}  // namespace
+
+Job::Job(const LaunchOptions& options, PmixServer& server, int signal_fd)
+    : options_(options), server_(server), signal_fd_(signal_fd), ranks_(static_cast<std::size_t>(options.ranks)) {}
+
+bool Job::start_ranks() {
+  for (int rank = 0; rank < options_.ranks; ++rank) {
+    auto env = server_.prepare_rank(rank);
+    auto process = env ? spawn_rank(SpawnRequest{&options_.command, std::move(*env), options_.tag_output})
+                       : tl::unexpected(env.error());
+    if (!process) {
+      record_failure(fmt::format("rank {} could not start: {}", rank, process.error().message()),
+                     process.error().code == Errc::invalid_argument ? 127 : 1);
+      stop_running("a rank could not start", kKillAfterTerm);
+      return false;
+    }
+    ranks_[static_cast<std::size_t>(rank)] = Rank{process->pid, true};
+    output_.add_rank(rank, process->stdout_fd, process->stderr_fd);
+  }
+  log::info("launch", "started {} ranks of {} in job {}", options_.ranks, options_.command.front(), server_.job_id());
+  return true;
+}
+
+int Job::run() {
+  if (options_.timeout.count() > 0) timeout_at_ = Clock::now() + options_.timeout;
+  start_ranks();
+  while (running_count() > 0) {
+    std::vector<pollfd> fds{{signal_fd_, POLLIN, 0}, {server_.wake_fd(), POLLIN, 0}};
+    output_.append_pollfds(fds);
+    int ready = poll(fds.data(), fds.size(), poll_timeout_ms());
+    if (ready < 0 && errno != EINTR) log::warn("launch", "poll failed: {}", strerror(errno));
+    for (const auto& fd : fds)
+      if (ready > 0 && fd.revents != 0) dispatch(fd.fd);
+    reap_children();
+    check_deadlines();
+  }
+  output_.drain();
+  return finish();
+}
+
+void Job::dispatch(int fd) {
+  if (fd == signal_fd_) {
+    signalfd_siginfo info;
+    while (read(signal_fd_, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info)))
+      on_signal(static_cast<int>(info.ssi_signo));
+  } else if (fd == server_.wake_fd()) {
+    on_aborts();
+  } else {
+    output_.on_readable(fd);
+  }
+}
+
+void Job::on_signal(int signal_number) {
+  if (signal_number == SIGCHLD) return;  // reap_children() runs after every wake-up
+  if (interrupted_by_ != 0) {
+    say(fmt::format("{} again: killing ranks {}", signal_name(signal_number), running_ranks()));
+    signal_running(SIGKILL);
+    return;
+  }
+  interrupted_by_ = signal_number;
+  say(fmt::format("got {}: forwarding it to ranks {}", signal_name(signal_number), running_ranks()));
+  stopping_ = true;
+  signal_running(signal_number);
+  kill_at_ = Clock::now() + kKillAfterInterrupt;
+}
+
+void Job::on_aborts() {
+  for (auto& request : server_.take_aborts()) {
+    record_failure(fmt::format("rank {} called abort with exit code {}: {}", request.rank, request.exit_code,
+                               request.message),
+                   request.exit_code == 0 ? 1 : request.exit_code);
+    stop_running(fmt::format("rank {} aborted the job", request.rank), kKillAfterTerm);
+  }
+}
+
+void Job::reap_children() {
+  int wait_status = 0;
+  pid_t pid = 0;
+  while ((pid = waitpid(-1, &wait_status, WNOHANG)) > 0) {
+    auto found = std::find_if(ranks_.begin(), ranks_.end(), [pid](const Rank& r) { return r.pid == pid; });
+    if (found != ranks_.end()) on_rank_ended(static_cast<int>(found - ranks_.begin()), wait_status);
+  }
+}
+
+void Job::on_rank_ended(int rank, int wait_status) {
+  Rank& ended = ranks_[static_cast<std::size_t>(rank)];
+  ended.running = false;
+  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) return;
+  std::string text = fmt::format("rank {} (pid {}) {}", rank, ended.pid, describe_wait_status(wait_status));
+  if (stopping_) {
+    log::info("launch", "{}", text);
+    return;
+  }
+  bool first = !first_failure_.has_value();
+  record_failure(text, exit_code_of(wait_status));
+  if (running_count() == 0) return;
+  say(fmt::format("{}; telling ranks {}", text, running_ranks()));
+  server_.notify_death(rank, exit_code_of(wait_status), text);
+  if (first) terminate_at_ = Clock::now() + options_.kill_after;
+}
+
+void Job::check_deadlines() {
+  const auto now = Clock::now();
+  if (timeout_at_ && now >= *timeout_at_) {
+    timeout_at_.reset();
+    auto seconds = std::chrono::duration<double>(options_.timeout).count();
+    record_failure(fmt::format("the job timed out after {:g} s with ranks {} still running", seconds, running_ranks()),
+                   124);
+    stop_running("--timeout expired", kKillAfterTerm);
+  }
+  if (terminate_at_ && now >= *terminate_at_) {
+    terminate_at_.reset();
+    stop_running(fmt::format("ranks {} still run after a failure", running_ranks()), kKillAfterTerm);
+  }
+  if (kill_at_ && now >= *kill_at_) {
+    kill_at_.reset();
+    if (running_count() > 0) say(fmt::format("killing ranks {} (SIGKILL)", running_ranks()));
+    signal_running(SIGKILL);
+  }
+}
+
+void Job::record_failure(std::string text, int exit_code) {
+  if (first_failure_) return;
+  first_failure_ = Failure{std::move(text), exit_code};
+}
+
+void Job::stop_running(std::string why, std::chrono::milliseconds kill_after) {
+  if (running_count() > 0) say(fmt::format("{}: sending SIGTERM to ranks {}", why, running_ranks()));
+  stopping_ = true;
+  signal_running(SIGTERM);
+  kill_at_ = Clock::now() + kill_after;
+}
+
+void Job::signal_running(int signal_number) {
+  for (const auto& rank : ranks_) {
+    if (!rank.running) continue;
+    if (kill(-rank.pid, signal_number) != 0) kill(rank.pid, signal_number);
+  }
+}
+
+std::string Job::running_ranks() const {
+  std::string list;
+  for (std::size_t rank = 0; rank < ranks_.size(); ++rank)
+    if (ranks_[rank].running) list += fmt::format("{}{}", list.empty() ? "" : ",", rank);
+  return list.empty() ? "none" : list;
+}
+
+int Job::running_count() const {
+  return static_cast<int>(std::count_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; }));
+}
+
+int Job::poll_timeout_ms() const {
+  auto wait = std::chrono::milliseconds(1000);
+  const auto now = Clock::now();
+  for (const auto& deadline : {timeout_at_, terminate_at_, kill_at_}) {
+    if (!deadline) continue;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - now) + std::chrono::milliseconds(1);
+    wait = std::clamp(left, std::chrono::milliseconds(0), wait);
+  }
+  return static_cast<int>(wait.count());
+}
+
+int Job::finish() {
+  if (first_failure_) {
+    say(fmt::format("job failed: {} (exit code {})", first_failure_->text, first_failure_->exit_code));
+    return first_failure_->exit_code;
+  }
+  if (interrupted_by_ != 0) {
+    say(fmt::format("job interrupted by {}", signal_name(interrupted_by_)));
+    return 128 + interrupted_by_;
+  }
+  return 0;
+}
+
+}  // namespace tether::launch

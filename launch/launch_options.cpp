@@ -1,0 +1,98 @@
+// Parses `tether-run -n N [--timeout D] [--kill-after D] [--tag-output] program args...`.
+#include "launch/launch_options.hpp"
+
+#include <charconv>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "runtime/base/config.hpp"
+
+namespace tether::launch {
+namespace {
+
+Error usage_error(std::string cause) {
+  return Error{Errc::invalid_argument, 0, std::move(cause), "run `tether-run --help` for the usage"};
+}
+
+Expected<int> parse_rank_count(std::string_view text) {
+  int ranks = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), ranks);
+  if (error != std::errc() || end != text.data() + text.size() || ranks < 1 || ranks > 4096)
+    return tl::unexpected(usage_error(fmt::format("-n '{}' is not a rank count from 1 to 4096", text)));
+  return ranks;
+}
+
+Expected<std::chrono::nanoseconds> parse_duration(std::string_view flag, std::string_view text) {
+  auto parsed = config::parse_duration_ns(text);
+  if (!parsed) {
+    return tl::unexpected(
+        usage_error(fmt::format("{} '{}' is not a duration: give a number with a unit, e.g. 30s or 2m", flag, text)));
+  }
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(*parsed));
+}
+
+// Applies one flag that takes a value; returns false when `flag` is not one of them.
+Expected<bool> apply_valued_flag(LaunchOptions& options, std::string_view flag, std::string_view value) {
+  if (flag == "-n" || flag == "-np") {
+    auto ranks = parse_rank_count(value);
+    if (!ranks) return tl::unexpected(ranks.error());
+    options.ranks = *ranks;
+  } else if (flag == "--timeout" || flag == "--kill-after") {
+    auto duration = parse_duration(flag, value);
+    if (!duration) return tl::unexpected(duration.error());
+    (flag == "--timeout" ? options.timeout : options.kill_after) = *duration;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string usage_text() {
+  return "usage: tether-run -n N [--timeout DURATION] [--kill-after DURATION] [--tag-output]\n"
+         "                  program [args...]\n"
+         "Starts N ranks of `program` on this node under an embedded PMIx server.\n"
+         "  -n, -np N             number of ranks (1 to 4096)\n"
+         "  --timeout DURATION    stop the job after DURATION (e.g. 30s, 5m); exit code 124\n"
+         "  --kill-after DURATION after a rank fails, how long the others may run before\n"
+         "                        SIGTERM, then SIGKILL 2 s later (default 10s)\n"
+         "  --tag-output          prefix every output line with \"[rank R] \"\n"
+         "The exit code is 0 when every rank exits 0; otherwise the first failure's exit\n"
+         "code, or 128+signal for a rank killed by a signal.\n";
+}
+
+Expected<LaunchOptions> parse_command_line(int argc, char** argv) {
+  LaunchOptions options;
+  int i = 1;
+  for (; i < argc && argv[i][0] == '-'; ++i) {
+    std::string_view flag(argv[i]);
+    if (flag == "-h" || flag == "--help") {
+      options.show_help = true;
+      return options;
+    }
+    if (flag == "--tag-output") {
+      options.tag_output = true;
+      continue;
+    }
+    std::string_view value;
+    if (auto equals = flag.find('='); equals != std::string_view::npos && flag.starts_with("--")) {
+      value = flag.substr(equals + 1);
+      flag = flag.substr(0, equals);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      return tl::unexpected(usage_error(fmt::format("{} needs a value", flag)));
+    }
+    auto applied = apply_valued_flag(options, flag, value);
+    if (!applied) return tl::unexpected(applied.error());
+    if (!*applied) return tl::unexpected(usage_error(fmt::format("unknown option '{}'", flag)));
+  }
+  if (options.ranks == 0) return tl::unexpected(usage_error("missing -n N, the number of ranks"));
+  if (i == argc) return tl::unexpected(usage_error("missing the program to run"));
+  options.command.assign(argv + i, argv + argc);
+  return options;
+}
+
+}  // namespace tether::launch

@@ -1,0 +1,24 @@
+// The tether-run command line.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "tether/error.hpp"
+
+namespace tether::launch {
+
+struct LaunchOptions {
+  int ranks = 0;
+  std::chrono::nanoseconds timeout{0};                       // 0: none
+  std::chrono::nanoseconds kill_after{std::chrono::seconds(10)};  // survivors' grace after a failure
+  bool tag_output = false;
+  bool show_help = false;
+  std::vector<std::string> command;                          // program and its arguments
+};
+
+[[nodiscard]] std::string usage_text();
+Expected<LaunchOptions> parse_command_line(int argc, char** argv);
+
+}  // namespace tether::launch

@@ -1,0 +1,59 @@
+// PmixServer: the PMIx server library hosted by tether-run for one single-node job. It
+// registers the job's namespace and ranks, hands each rank its PMIx environment, serves
+// fence and direct modex, and tells survivors when a rank dies.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tether/error.hpp"
+
+namespace tether::launch {
+
+// A rank's call to PMIx_Abort, handed from the PMIx thread to the launcher's loop.
+struct AbortRequest {
+  int rank = -1;
+  int exit_code = 1;
+  std::string message;
+};
+
+class PmixServer {
+ public:
+  // PMIx_server_init with its files under `tmpdir`, then registers `ranks` ranks.
+  static Expected<std::unique_ptr<PmixServer>> start(const std::string& tmpdir, int ranks);
+  ~PmixServer();  // deregisters the job, PMIx_server_finalize
+  PmixServer(const PmixServer&) = delete;
+  PmixServer& operator=(const PmixServer&) = delete;
+
+  // Registers `rank` as a client; returns the NAME=value entries its environment needs.
+  Expected<std::vector<std::string>> prepare_rank(int rank);
+  // PMIx_Notify_event(PMIX_ERR_PROC_ABORTED) to the job, naming `rank` and `why`.
+  void notify_death(int rank, int exit_code, const std::string& why);
+
+  // Readable when an abort request is waiting; the launcher's loop polls it.
+  [[nodiscard]] int wake_fd() const { return wake_fd_; }
+  std::vector<AbortRequest> take_aborts();
+  [[nodiscard]] bool finalized(int rank) const;
+  [[nodiscard]] const std::string& job_id() const { return job_id_; }
+
+  // Called by the PMIx module callbacks (PMIx progress thread).
+  void record_finalized(int rank);
+  void record_abort(AbortRequest request);
+
+ private:
+  PmixServer(std::string job_id, int ranks, int wake_fd);
+  Expected<void> register_job();
+
+  std::string job_id_;
+  int ranks_;
+  int wake_fd_;
+  bool job_registered_ = false;
+  std::unique_ptr<std::atomic<bool>[]> finalized_;
+  std::mutex aborts_mutex_;
+  std::vector<AbortRequest> aborts_;
+};
+
+}  // namespace tether::launch
