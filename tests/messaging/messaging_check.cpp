@@ -1,0 +1,246 @@
+// tether-messaging-check SCENARIO: run by every rank of a job (tether-run or mpirun).
+// Each scenario asserts on the bytes that landed, counts and error codes; exit 0 = pass.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "runtime/bootstrap/bootstrap.hpp"
+#include "tether/pool.hpp"
+#include "tether/runtime.hpp"
+
+namespace {
+
+using tether::MessageInfo;
+using tether::Request;
+using tether::Runtime;
+using tether::Status;
+
+int g_failures = 0;
+
+#define CHECK(condition, ...)                                                        \
+  do {                                                                               \
+    if (!(condition)) {                                                              \
+      ++g_failures;                                                                  \
+      fmt::print(stderr, "rank check failed at line {}: {} ({})\n", __LINE__, #condition, \
+                 fmt::format(__VA_ARGS__));                                          \
+    }                                                                                \
+  } while (0)
+
+std::uint64_t fill(std::byte* data, std::size_t bytes, std::uint64_t seed) {
+  std::uint64_t sum = 0;
+  for (std::size_t i = 0; i < bytes; ++i) {
+    data[i] = static_cast<std::byte>((seed * 2654435761u + i * 31) >> 3);
+    sum = sum * 131 + static_cast<std::uint64_t>(data[i]);
+  }
+  return sum;
+}
+
+std::uint64_t checksum(const std::byte* data, std::size_t bytes) {
+  std::uint64_t sum = 0;
+  for (std::size_t i = 0; i < bytes; ++i) sum = sum * 131 + static_cast<std::uint64_t>(data[i]);
+  return sum;
+}
+
+void wait_ok(Runtime& runtime, Request& request, MessageInfo* info = nullptr) {
+  Status status = runtime.wait(request, info);
+  CHECK(status == Status::done, "wait: {}", runtime.last_error().message());
+}
+
+// Ring exchange of every size, user (malloc) and pool buffers, checksummed.
+void sizes(Runtime& runtime, bool pool_buffers) {
+  int next = (runtime.rank() + 1) % runtime.size();
+  int previous = (runtime.rank() + runtime.size() - 1) % runtime.size();
+  for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{8}, std::size_t{4096}, std::size_t{65536},
+                            std::size_t{1} << 20, std::size_t{5} << 20, std::size_t{64} << 20}) {
+    auto* out = static_cast<std::byte*>(pool_buffers ? tether::pinned_alloc(bytes + 1) : std::malloc(bytes + 1));
+    auto* in = static_cast<std::byte*>(pool_buffers ? tether::pinned_alloc(bytes + 1) : std::malloc(bytes + 1));
+    fill(out, bytes, static_cast<std::uint64_t>(runtime.rank()) + bytes);
+    std::vector<std::byte> expected(bytes);
+    std::uint64_t want = fill(expected.data(), bytes, static_cast<std::uint64_t>(previous) + bytes);
+    Request receive, send;
+    CHECK(runtime.irecv(in, bytes, previous, 7, receive) != Status::error, "{}", runtime.last_error().message());
+    CHECK(runtime.isend(out, bytes, next, 7, send) != Status::error, "{}", runtime.last_error().message());
+    MessageInfo info;
+    wait_ok(runtime, receive, &info);
+    wait_ok(runtime, send);
+    CHECK(checksum(in, bytes) == want, "{} bytes from rank {}: checksum differs", bytes, previous);
+    CHECK(info.source == previous && info.tag == 7 && info.bytes == bytes, "info {} {} {}", info.source, info.tag, info.bytes);
+    if (pool_buffers) {
+      tether::pinned_free(out);
+      tether::pinned_free(in);
+    } else {
+      std::free(out);
+      std::free(in);
+    }
+  }
+}
+
+// Messages between a pair with the same tag arrive in send order, eager and rendezvous mixed.
+void ordering(Runtime& runtime) {
+  constexpr int kMessages = 200;
+  if (runtime.rank() == 0) {
+    std::vector<std::vector<std::uint32_t>> payloads;
+    std::vector<Request> sends(kMessages);
+    for (int i = 0; i < kMessages; ++i) {
+      std::size_t words = i % 10 == 0 ? 40000 : 1 + i % 5;  // every tenth goes by rendezvous
+      payloads.emplace_back(words, static_cast<std::uint32_t>(i));
+      CHECK(runtime.isend(payloads.back().data(), words * 4, 1, 3, sends[i]) != Status::error, "send {}", i);
+    }
+    CHECK(runtime.wait_all(sends) == Status::done, "sends");
+  } else if (runtime.rank() == 1) {
+    std::vector<std::uint32_t> buffer(40000);
+    for (int i = 0; i < kMessages; ++i) {
+      Request receive;
+      MessageInfo info;
+      CHECK(runtime.irecv(buffer.data(), buffer.size() * 4, 0, 3, receive) != Status::error, "recv");
+      wait_ok(runtime, receive, &info);
+      CHECK(buffer[0] == static_cast<std::uint32_t>(i), "message {} arrived as {}", i, buffer[0]);
+    }
+  }
+}
+
+// Any-source and any-tag receives see every message exactly once.
+void wildcards(Runtime& runtime) {
+  if (runtime.rank() == 0) {
+    std::map<int, int> seen;
+    for (int i = 0; i < (runtime.size() - 1) * 3; ++i) {
+      int value = -1;
+      Request receive;
+      MessageInfo info;
+      CHECK(runtime.irecv(&value, sizeof value, tether::kAnySource, tether::kAnyTag, receive) != Status::error, "recv");
+      wait_ok(runtime, receive, &info);
+      CHECK(value == info.source * 100 + info.tag, "value {} from {} tag {}", value, info.source, info.tag);
+      ++seen[info.source];
+    }
+    for (int rank = 1; rank < runtime.size(); ++rank) CHECK(seen[rank] == 3, "rank {} seen {} times", rank, seen[rank]);
+  } else {
+    for (int tag = 0; tag < 3; ++tag) {
+      int value = runtime.rank() * 100 + tag;
+      Request send;
+      CHECK(runtime.isend(&value, sizeof value, 0, tag, send) != Status::error, "send");
+      wait_ok(runtime, send);
+    }
+  }
+}
+
+// A message longer than its buffer: the buffer holds the first bytes, nothing beyond.
+void truncation(Runtime& runtime) {
+  for (std::size_t bytes : {std::size_t{100}, std::size_t{1} << 20}) {
+    if (runtime.rank() == 0) {
+      std::vector<std::byte> out(bytes);
+      fill(out.data(), bytes, 5);
+      Request send;
+      CHECK(runtime.isend(out.data(), bytes, 1, 9, send) != Status::error, "send");
+      wait_ok(runtime, send);
+    } else if (runtime.rank() == 1) {
+      std::vector<std::byte> expected(bytes);
+      fill(expected.data(), bytes, 5);
+      std::vector<std::byte> in(bytes, std::byte{0xee});
+      std::size_t room = bytes / 2;
+      Request receive;
+      MessageInfo info;
+      CHECK(runtime.irecv(in.data(), room, 0, 9, receive) != Status::error, "recv");
+      Status status = runtime.wait(receive, &info);
+      CHECK(status == Status::error && info.error == tether::Errc::truncated, "status {}", static_cast<int>(status));
+      CHECK(info.bytes == bytes && info.received_bytes == room, "bytes {} received {}", info.bytes, info.received_bytes);
+      CHECK(std::memcmp(in.data(), expected.data(), room) == 0, "first bytes differ");
+      CHECK(in[room] == std::byte{0xee}, "a byte past the posted size was written");
+    }
+  }
+}
+
+// Thousands of requests in flight at once between every pair.
+void many(Runtime& runtime) {
+  constexpr int kPerPeer = 2000;
+  std::vector<Request> requests;
+  std::vector<std::uint64_t> in(static_cast<std::size_t>(kPerPeer * runtime.size()));
+  std::vector<std::uint64_t> out(in.size());
+  for (int peer = 0; peer < runtime.size(); ++peer)
+    for (int i = 0; i < kPerPeer; ++i) {
+      std::size_t index = static_cast<std::size_t>(peer * kPerPeer + i);
+      out[index] = static_cast<std::uint64_t>(runtime.rank()) << 32 | static_cast<std::uint64_t>(i);
+      requests.emplace_back();
+      CHECK(runtime.irecv(&in[index], 8, peer, i, requests.back()) != Status::error, "{}", runtime.last_error().message());
+      requests.emplace_back();
+      CHECK(runtime.isend(&out[index], 8, peer, i, requests.back()) != Status::error, "{}", runtime.last_error().message());
+    }
+  CHECK(runtime.wait_all(requests) == Status::done, "wait_all");
+  for (int peer = 0; peer < runtime.size(); ++peer)
+    for (int i = 0; i < kPerPeer; ++i)
+      CHECK(in[static_cast<std::size_t>(peer * kPerPeer + i)] == (static_cast<std::uint64_t>(peer) << 32 | static_cast<std::uint64_t>(i)),
+            "peer {} message {}", peer, i);
+}
+
+// Bad arguments are refused with a clear error and nothing starts.
+void bad_input(Runtime& runtime) {
+  int value = 0;
+  Request request;
+  CHECK(runtime.isend(&value, 4, runtime.size(), 0, request) == Status::error, "unknown rank accepted");
+  CHECK(runtime.last_error().message().find("job of") != std::string::npos, "{}", runtime.last_error().message());
+  CHECK(runtime.isend(&value, 4, 0, -5, request) == Status::error, "negative tag accepted");
+  CHECK(runtime.irecv(nullptr, 4, 0, 0, request) == Status::error, "null buffer accepted");
+  CHECK(runtime.irecv(&value, 4, -7, 0, request) == Status::error, "rank -7 accepted");
+  Request self;
+  CHECK(runtime.isend(&value, 4, runtime.rank(), 1, self) != Status::error, "self send");
+  int got = -1;
+  Request receive;
+  CHECK(runtime.irecv(&got, 4, runtime.rank(), 1, receive) != Status::error, "self recv");
+  wait_ok(runtime, receive);
+  wait_ok(runtime, self);
+  CHECK(runtime.wait(receive) == Status::error, "a request waited twice was accepted");
+  CHECK(runtime.last_error().message().find("not in flight") != std::string::npos, "{}", runtime.last_error().message());
+}
+
+// Rank 1 dies; the others' requests to it fail with peer_unreachable instead of hanging.
+void peer_death(Runtime& runtime) {
+  if (runtime.rank() == 1) {
+    std::fflush(nullptr);
+    ::_exit(3);
+  }
+  if (runtime.rank() != 0) return;
+  int value = 0;
+  Request receive;
+  CHECK(runtime.irecv(&value, 4, 1, 0, receive) != Status::error, "recv");
+  MessageInfo info;
+  Status status = runtime.wait(receive, &info);
+  CHECK(status == Status::error && info.error == tether::Errc::peer_unreachable, "status {} error {}",
+        static_cast<int>(status), tether::errc_name(info.error));
+  std::fputs("rank 0 saw rank 1 die\n", stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fputs("usage: tether-messaging-check sizes|sizes-pool|ordering|wildcards|truncation|many|bad-input|peer-death\n", stderr);
+    return 2;
+  }
+  auto runtime = Runtime::start();
+  if (!runtime) {
+    fmt::print(stderr, "{}\n", runtime.error().message());
+    return 1;
+  }
+  std::string_view scenario(argv[1]);
+  std::map<std::string_view, std::function<void(Runtime&)>> scenarios = {
+      {"sizes", [](Runtime& r) { sizes(r, false); }}, {"sizes-pool", [](Runtime& r) { sizes(r, true); }},
+      {"ordering", ordering}, {"wildcards", wildcards}, {"truncation", truncation}, {"many", many},
+      {"bad-input", bad_input}, {"peer-death", peer_death}};
+  auto found = scenarios.find(scenario);
+  if (found == scenarios.end()) {
+    fmt::print(stderr, "unknown scenario {}\n", scenario);
+    return 2;
+  }
+  found->second(**runtime);
+  if (scenario != "peer-death") (void)(*runtime)->barrier();
+  if (g_failures == 0) fmt::print("rank {}: {} passed\n", (*runtime)->rank(), scenario);
+  return g_failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,144 @@
+// Runs tether-messaging-check scenarios as real multi-process jobs under tether-run and
+// mpirun, over libfabric shm and tcp, with both rendezvous variants.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+extern char** environ;
+
+namespace {
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;
+};
+
+// Runs `argv` with extra environment, output captured, killed after `timeout`.
+Outcome run(const std::vector<std::string>& argv, const std::vector<std::string>& extra_environment,
+            std::chrono::seconds timeout) {
+  std::string log_path = "/tmp/tether-messaging-test-" + std::to_string(::getpid()) + ".log";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);
+  std::vector<std::string> environment = extra_environment;
+  for (char** entry = environ; *entry != nullptr; ++entry) environment.emplace_back(*entry);
+  std::vector<char*> args, envs;
+  for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  for (const auto& env : environment) envs.push_back(const_cast<char*>(env.c_str()));
+  args.push_back(nullptr);
+  envs.push_back(nullptr);
+  pid_t child = 0;
+  Outcome outcome;
+  if (posix_spawn(&child, args[0], &actions, &attributes, args.data(), envs.data()) != 0) return outcome;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  while (::waitpid(child, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(-child, SIGKILL);  // the watchdog: the whole process group
+      ::waitpid(child, &status, 0);
+      outcome.output = "watchdog: killed after timeout\n";
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream log(log_path);
+  std::stringstream text;
+  text << log.rdbuf();
+  outcome.output += text.str();
+  ::unlink(log_path.c_str());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  return outcome;
+}
+
+struct Case {
+  std::string scenario;
+  int ranks;
+  std::string transport;  // "shm" or "tcp"
+  std::string protocol;   // "put" or "get"
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  std::string name = info.param.scenario + "_" + std::to_string(info.param.ranks) + "ranks_" +
+                     info.param.transport + "_" + info.param.protocol;
+  for (char& c : name)
+    if (c == '-') c = '_';
+  return name;
+}
+
+std::vector<std::string> environment_for(const Case& test_case) {
+  return {"TETHER_SHM=" + std::string(test_case.transport == "shm" ? "on" : "off"),
+          "TETHER_RNDV_PROTOCOL=" + test_case.protocol};
+}
+
+class TetherRunMessaging : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TetherRunMessaging, ScenarioPasses) {
+  const Case& test_case = GetParam();
+  Outcome outcome = run({TETHER_RUN_PATH, "-n", std::to_string(test_case.ranks), "--timeout", "100s",
+                         MESSAGING_CHECK_PATH, test_case.scenario},
+                        environment_for(test_case), std::chrono::seconds(120));
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  for (int rank = 0; rank < test_case.ranks; ++rank)
+    EXPECT_NE(outcome.output.find("rank " + std::to_string(rank) + ": " + test_case.scenario + " passed"),
+              std::string::npos)
+        << outcome.output;
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> cases;
+  for (std::string transport : {"shm", "tcp"})
+    for (std::string protocol : {"put", "get"}) {
+      cases.push_back({"sizes", 2, transport, protocol});
+      cases.push_back({"sizes-pool", 3, transport, protocol});
+      cases.push_back({"truncation", 2, transport, protocol});
+    }
+  for (std::string transport : {"shm", "tcp"}) {
+    cases.push_back({"ordering", 2, transport, "put"});
+    cases.push_back({"wildcards", 4, transport, "put"});
+    cases.push_back({"many", 3, transport, "put"});
+    cases.push_back({"bad-input", 2, transport, "put"});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Jobs, TetherRunMessaging, ::testing::ValuesIn(all_cases()), case_name);
+
+TEST(MessagingFailureTest, DeadPeerFailsRequestsAndTheLauncherNamesIt) {
+  Outcome outcome = run({TETHER_RUN_PATH, "-n", "3", "--timeout", "60s", MESSAGING_CHECK_PATH, "peer-death"}, {},
+                        std::chrono::seconds(90));
+  EXPECT_NE(outcome.exit_code, 0) << outcome.output;
+  EXPECT_NE(outcome.output.find("rank 0 saw rank 1 die"), std::string::npos) << outcome.output;
+  EXPECT_NE(outcome.output.find("rank 1"), std::string::npos) << outcome.output;
+}
+
+TEST(MessagingMpirunTest, SizesAndOrderingUnderOpenMpi) {
+  if (::access(MPIRUN_PATH, X_OK) != 0) GTEST_SKIP() << "mpirun not found at " << MPIRUN_PATH;
+  for (std::string scenario : {"sizes", "ordering"}) {
+    Outcome outcome = run({MPIRUN_PATH, "-n", "2", "--oversubscribe", MESSAGING_CHECK_PATH, scenario},
+                          {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OMPI_MCA_btl=self,tcp",
+                           "OMPI_MCA_pml=ob1"},
+                          std::chrono::seconds(120));
+    EXPECT_EQ(outcome.exit_code, 0) << scenario << "\n" << outcome.output;
+    EXPECT_NE(outcome.output.find("rank 1: " + scenario + " passed"), std::string::npos) << outcome.output;
+  }
+}
+
+}  // namespace

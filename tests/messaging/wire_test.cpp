@@ -1,0 +1,97 @@
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime/messaging/wire.hpp"
+
+namespace tether::messaging {
+namespace {
+
+template <class Body>
+std::vector<std::byte> encode(MessageHeader header, const Body& body) {
+  std::vector<std::byte> bytes(sizeof header + sizeof body);
+  std::memcpy(bytes.data(), &header, sizeof header);
+  std::memcpy(bytes.data() + sizeof header, &body, sizeof body);
+  return bytes;
+}
+
+std::vector<std::byte> eager(std::size_t payload, int source = 1) {
+  MessageHeader header = make_header(MessageKind::eager, source, 5, 0, payload);
+  std::vector<std::byte> bytes(sizeof header + payload, std::byte{7});
+  std::memcpy(bytes.data(), &header, sizeof header);
+  return bytes;
+}
+
+TEST(WireTest, EagerRoundTrip) {
+  auto bytes = eager(100);
+  auto message = decode(bytes, 4);
+  ASSERT_TRUE(message) << message.error().message();
+  EXPECT_EQ(message->header.tag, 5);
+  EXPECT_EQ(message->payload.size(), 100u);
+  EXPECT_EQ(message->payload[99], std::byte{7});
+}
+
+TEST(WireTest, RejectsShortTruncatedAndPaddedMessages) {
+  auto bytes = eager(100);
+  EXPECT_FALSE(decode(std::span(bytes).first(10), 4));
+  EXPECT_FALSE(decode(std::span(bytes).first(bytes.size() - 1), 4));
+  bytes.push_back(std::byte{0});
+  EXPECT_FALSE(decode(bytes, 4));
+}
+
+TEST(WireTest, RejectsWrongMagicVersionKindAndRank) {
+  auto bytes = eager(4);
+  auto corrupt = [&](std::size_t offset, std::byte value) {
+    auto copy = bytes;
+    copy[offset] = value;
+    return decode(copy, 4);
+  };
+  EXPECT_FALSE(corrupt(0, std::byte{0}));   // magic
+  EXPECT_FALSE(corrupt(2, std::byte{9}));   // version
+  EXPECT_FALSE(corrupt(3, std::byte{77}));  // kind
+  EXPECT_FALSE(decode(eager(4, 9), 4));     // source rank outside the job
+  auto error = decode(eager(4, 9), 4).error();
+  EXPECT_NE(error.message().find("source rank 9"), std::string::npos) << error.message();
+}
+
+TEST(WireTest, RejectsCtsWritingPastItsTarget) {
+  ClearToSend cts{};
+  cts.target.length = 100;
+  cts.bytes_to_write = 101;
+  cts.chunk_bytes = 64;
+  auto bytes = encode(make_header(MessageKind::cts, 1, 0, 0, 101), cts);
+  auto message = decode(bytes, 2);
+  ASSERT_FALSE(message);
+  EXPECT_NE(message.error().message().find("101 bytes into a 100-byte target"), std::string::npos);
+  cts.bytes_to_write = 100;
+  EXPECT_TRUE(decode(encode(make_header(MessageKind::cts, 1, 0, 0, 100), cts), 2));
+}
+
+TEST(WireTest, RejectsGetRtsWithShortSource) {
+  RendezvousRequest rts{};
+  rts.protocol = RendezvousProtocol::get;
+  rts.source.length = 10;
+  EXPECT_FALSE(decode(encode(make_header(MessageKind::rts, 0, 0, 0, 11), rts), 2));
+  rts.protocol = static_cast<RendezvousProtocol>(9);
+  EXPECT_FALSE(decode(encode(make_header(MessageKind::rts, 0, 0, 0, 10), rts), 2));
+}
+
+TEST(WireTest, RandomBytesNeverCrashTheDecoder) {
+  std::mt19937_64 random(1);
+  int accepted = 0;
+  for (int i = 0; i < 100000; ++i) {
+    std::vector<std::byte> bytes(random() % 200);
+    for (auto& byte : bytes) byte = static_cast<std::byte>(random());
+    if (i % 2 == 0 && bytes.size() >= 4) {  // keep magic and version right half the time
+      auto header = make_header(MessageKind::eager, 0, 0, 0, 0);
+      std::memcpy(bytes.data(), &header, 3);
+    }
+    accepted += decode(bytes, 8) ? 1 : 0;
+  }
+  EXPECT_LT(accepted, 1000);
+}
+
+}  // namespace
+}  // namespace tether::messaging
