@@ -30,6 +30,13 @@ constexpr Option kOptions[] = {
     // Registration cache for user memory (pool/rcache)
 
     // Transports (transport/)
+    {"TETHER_OFI_PROVIDER", "auto", Kind::text,
+     "libfabric provider (shm, tcp, tcp;ofi_rxm, verbs;ofi_rxm, efa, cxi); auto: the first of "
+     "verbs;ofi_rxm, efa, cxi found, else tcp;ofi_rxm"},
+    {"TETHER_OFI_DOMAIN", "auto", Kind::text,
+     "libfabric domain (NIC or interface, e.g. lo, eth0, mlx5_0); auto: the provider's first"},
+    {"TETHER_VERBS_DEVICE", "auto", Kind::text,
+     "RDMA device for the verbs transport (see ibv_devices); auto: the first one"},
 
     // Bootstrap, launch and messaging (runtime/, launch/)
     {"TETHER_BOOTSTRAP_TIMEOUT", "5m", Kind::duration,

@@ -1,0 +1,188 @@
+// Opening and closing a libfabric endpoint, and the provider choice.
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "runtime/base/log.hpp"
+#include "transport/ofi/ofi_transport.hpp"
+
+namespace tether::transport::ofi {
+namespace {
+
+constexpr std::uint64_t kMrModesHandled =
+    FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+constexpr std::uint32_t kApiVersion = FI_VERSION(1, 14);
+
+fi_info* make_hints(const std::string& provider, const std::string& domain) {
+  fi_info* hints = fi_allocinfo();
+  if (hints == nullptr) return nullptr;
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->caps = FI_MSG | FI_RMA | FI_SOURCE;
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  hints->domain_attr->mr_mode = kMrModesHandled;
+  hints->domain_attr->threading = FI_THREAD_SAFE;
+  if (!provider.empty()) hints->fabric_attr->prov_name = ::strdup(provider.c_str());
+  if (!domain.empty()) hints->domain_attr->name = ::strdup(domain.c_str());
+  return hints;
+}
+
+Error getinfo_error(int result, const std::string& provider, const std::string& domain) {
+  return Error{Errc::unsupported, -result,
+               fmt::format("fi_getinfo found no FI_EP_RDM endpoint with FI_MSG|FI_RMA|FI_SOURCE for "
+                           "provider '{}' domain '{}': {}",
+                           provider, domain.empty() ? "any" : domain, fi_strerror(-result)),
+               "check `fi_info -p '" + provider +
+                   "' -t FI_EP_RDM`, or set TETHER_OFI_PROVIDER / TETHER_OFI_DOMAIN to one it lists"};
+}
+
+Error call_error(const char* call, int result, const std::string& what) {
+  return Error{Errc::transport, -result,
+               fmt::format("{} failed for {}: {}", call, what, fi_strerror(-result)),
+               "run with FI_LOG_LEVEL=warn to see the provider's reason"};
+}
+
+// Ordered list of high-performance providers preferred over tcp when present.
+constexpr std::string_view kPreferredProviders[] = {"verbs;ofi_rxm", "efa", "cxi"};
+
+}  // namespace
+
+std::string choose_provider(std::string_view requested, std::string& why) {
+  if (!requested.empty() && requested != "auto") {
+    why = "TETHER_OFI_PROVIDER or the caller asked for it";
+    return std::string(requested);
+  }
+  fi_info* hints = make_hints("", "");
+  fi_info* found = nullptr;
+  int result = hints ? fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &found) : -FI_ENOMEM;
+  fi_freeinfo(hints);
+  std::string chosen;
+  for (auto preferred : kPreferredProviders) {
+    for (fi_info* info = result == 0 ? found : nullptr; info && chosen.empty(); info = info->next)
+      if (preferred == info->fabric_attr->prov_name) chosen = std::string(preferred);
+  }
+  fi_freeinfo(found);
+  if (!chosen.empty()) {
+    why = "the first of verbs;ofi_rxm, efa, cxi that fi_getinfo lists";
+    return chosen;
+  }
+  why = "no verbs, efa or cxi provider listed; tcp;ofi_rxm works everywhere";
+  return "tcp;ofi_rxm";
+}
+
+Errc errc_of(int provider_errno) noexcept {
+  switch (provider_errno) {
+    case FI_ECONNREFUSED: case FI_ECONNRESET: case FI_ECONNABORTED: case FI_EHOSTUNREACH:
+    case FI_ENOTCONN: case EPIPE: case FI_ESHUTDOWN: case FI_EADDRNOTAVAIL:
+      return Errc::peer_unreachable;
+    case FI_ETIMEDOUT: return Errc::timeout;
+    case FI_ETRUNC: return Errc::truncated;
+    case FI_EINVAL: case FI_EKEYREJECTED: case FI_EACCES: case FI_EPERM: case FI_EFAULT:
+    case FI_ENOKEY: case FI_EBADFLAGS:
+      return Errc::invalid_argument;
+    default: return Errc::transport;
+  }
+}
+
+Expected<std::unique_ptr<Transport>> OfiTransport::open(const std::string& provider,
+                                                        const std::string& domain) {
+  fi_info* hints = make_hints(provider, domain);
+  if (hints == nullptr) return make_error(Errc::out_of_memory, "fi_allocinfo failed", "free memory");
+  fi_info* found = nullptr;
+  int result = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &found);
+  fi_freeinfo(hints);
+  if (result != 0 || found == nullptr) return tl::unexpected(getinfo_error(result, provider, domain));
+  fi_info* chosen = fi_dupinfo(found);
+  fi_freeinfo(found);
+  std::unique_ptr<OfiTransport> transport(new OfiTransport(chosen));
+  if (auto opened = transport->open_resources(); !opened) return tl::unexpected(opened.error());
+  log::info("transport", "opened {} (fabric {}, mr_mode {:#x}, inject {} B, tx depth {})",
+            transport->name_, chosen->fabric_attr->name, chosen->domain_attr->mr_mode,
+            transport->limits_.inject_bytes, transport->limits_.send_queue_depth);
+  return std::unique_ptr<Transport>(std::move(transport));
+}
+
+OfiTransport::OfiTransport(fi_info* info) : info_(info) {
+  name_ = fmt::format("ofi:{}:{}", info->fabric_attr->prov_name, info->domain_attr->name);
+  limits_.max_message_bytes = info->ep_attr->max_msg_size;
+  limits_.max_rma_bytes = info->ep_attr->max_msg_size;
+  limits_.inject_bytes = info->tx_attr->inject_size;
+  limits_.send_queue_depth = info->tx_attr->size;
+  limits_.receive_queue_depth = info->rx_attr->size;
+  needs_local_descriptor_ = (info->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
+  virtual_addressing_ = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
+  operations_ = OperationTable(limits_.send_queue_depth + limits_.receive_queue_depth);
+}
+
+Expected<void> OfiTransport::open_resources() {
+  if (int r = fi_fabric(info_->fabric_attr, &fabric_, nullptr); r != 0)
+    return tl::unexpected(call_error("fi_fabric", r, name_));
+  if (int r = fi_domain(fabric_, info_, &domain_, nullptr); r != 0)
+    return tl::unexpected(call_error("fi_domain", r, name_));
+  fi_av_attr av_attr{};
+  av_attr.type = FI_AV_TABLE;
+  if (int r = fi_av_open(domain_, &av_attr, &av_, nullptr); r != 0)
+    return tl::unexpected(call_error("fi_av_open", r, name_));
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_DATA;
+  cq_attr.size = limits_.send_queue_depth + limits_.receive_queue_depth;
+  cq_attr.wait_obj = FI_WAIT_NONE;
+  if (int r = fi_cq_open(domain_, &cq_attr, &cq_, nullptr); r != 0)
+    return tl::unexpected(call_error("fi_cq_open", r, name_));
+  if (auto opened = open_endpoint(); !opened) return opened;
+  registrar_ = std::make_unique<OfiRegistrar>(name_, domain_, endpoint_, info_->domain_attr->mr_mode);
+  return read_address();
+}
+
+Expected<void> OfiTransport::open_endpoint() {
+  if (int r = fi_endpoint(domain_, info_, &endpoint_, nullptr); r != 0)
+    return tl::unexpected(call_error("fi_endpoint", r, name_));
+  if (int r = fi_ep_bind(endpoint_, &av_->fid, 0); r != 0)
+    return tl::unexpected(call_error("fi_ep_bind(av)", r, name_));
+  if (int r = fi_ep_bind(endpoint_, &cq_->fid, FI_TRANSMIT | FI_RECV); r != 0)
+    return tl::unexpected(call_error("fi_ep_bind(cq)", r, name_));
+  if (int r = fi_enable(endpoint_); r != 0) return tl::unexpected(call_error("fi_enable", r, name_));
+  return {};
+}
+
+Expected<void> OfiTransport::read_address() {
+  std::size_t length = 0;
+  fi_getname(&endpoint_->fid, nullptr, &length);
+  address_.resize(length);
+  if (int r = fi_getname(&endpoint_->fid, address_.data(), &length); r != 0)
+    return tl::unexpected(call_error("fi_getname", r, name_));
+  address_.resize(length);
+  address_bytes_ = length;
+  return {};
+}
+
+Expected<PeerIndex> OfiTransport::insert_peer(std::span<const std::byte> address) {
+  if (address.size() != address_bytes_)
+    return make_error(Errc::invalid_argument,
+                      fmt::format("{} got a {}-byte peer address; its own are {} bytes", name_,
+                                  address.size(), address_bytes_),
+                      "pass the bytes of address() from a peer opened with the same provider");
+  fi_addr_t inserted = FI_ADDR_UNSPEC;
+  int count = fi_av_insert(av_, address.data(), 1, &inserted, 0, nullptr);
+  if (count != 1 || inserted != peer_count_)
+    return make_error(Errc::peer_unreachable,
+                      fmt::format("fi_av_insert on {} failed: {}", name_,
+                                  count < 0 ? fi_strerror(-count) : "address not accepted"),
+                      "check that the peer's address bytes came from the same provider and network");
+  return peer_count_++;
+}
+
+void OfiTransport::close_resources() noexcept {
+  detach_pool();
+  if (endpoint_) fi_close(&endpoint_->fid);
+  if (av_) fi_close(&av_->fid);
+  if (cq_) fi_close(&cq_->fid);
+  if (domain_) fi_close(&domain_->fid);
+  if (fabric_) fi_close(&fabric_->fid);
+  fi_freeinfo(info_);
+}
+
+OfiTransport::~OfiTransport() { close_resources(); }
+
+}  // namespace tether::transport::ofi

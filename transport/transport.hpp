@@ -1,0 +1,152 @@
+// The transport interface: one domain and one reliable-datagram endpoint per object.
+// Backends: transport/ofi (libfabric), transport/verbs (rdma-core). No backend type
+// appears here, so an on-node shared-memory backend fits the same shape.
+//
+// Not thread-safe: one thread posts and polls at a time. The registrar() is the only
+// part that may be called from any thread (the pool grows from any thread).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "tether/error.hpp"
+#include "tether/pool.hpp"
+
+namespace tether::transport {
+
+// A peer as this endpoint names it: 0, 1, 2, ... in the order of insert_peer.
+using PeerIndex = std::uint32_t;
+inline constexpr PeerIndex kUnknownPeer = 0xffffffffU;
+
+// How a peer names a registered range of ours (and we name theirs). Plain data: send it
+// as bytes. registration_base is the start of the registration, needed by providers that
+// address RMA by offset (no FI_MR_VIRT_ADDR).
+struct RemoteBuffer {
+  std::uint64_t address = 0;            // virtual address of the first byte, owner's view
+  std::uint64_t key = 0;                // the registration's remote key
+  std::uint64_t registration_base = 0;  // virtual address where the registration starts
+  std::uint64_t length = 0;             // bytes from `address` a peer may touch
+};
+
+enum class CompletionKind : std::uint8_t {
+  send_done,     // a posted send finished; its buffer may be reused
+  receive,       // a message landed in a posted receive buffer
+  write_done,    // a posted RMA write finished locally
+  remote_write,  // a peer's write with notification landed in our memory
+  read_done,     // a posted RMA read landed in our buffer
+  error,         // an operation failed: see failed_kind, error, cause
+};
+
+struct Completion {
+  CompletionKind kind = CompletionKind::error;
+  CompletionKind failed_kind = CompletionKind::error;  // for errors: what had been expected
+  Errc error = Errc::ok;
+  PeerIndex peer = kUnknownPeer;  // source (receive, remote_write) or target of the operation
+  std::uint64_t context = 0;      // what the caller passed when posting
+  void* buffer = nullptr;         // receive: the posted buffer; others: local buffer
+  std::size_t length = 0;         // bytes received, written or read
+  std::uint64_t notification = 0; // remote_write: the 64-bit value the writer attached
+  int provider_errno = 0;         // errors: the provider's code (positive)
+  const char* cause = "";         // errors: static text naming the cause
+};
+
+// What the endpoint can do; sizes above these must be split by the caller (rendezvous).
+struct Limits {
+  std::size_t max_message_bytes = 0;
+  std::size_t max_rma_bytes = 0;
+  std::size_t inject_bytes = 0;  // sends this small complete at once (Status::done)
+  std::size_t send_queue_depth = 0;
+  std::size_t receive_queue_depth = 0;
+};
+
+struct OpenOptions {
+  std::string provider;  // ofi: libfabric provider ("shm", "tcp;ofi_rxm"); "" = config
+  std::string domain;    // ofi: fabric domain ("lo", "mlx5_0"); verbs: device; "" = config
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  // "ofi:shm", "ofi:tcp;ofi_rxm", "verbs:mlx5_0".
+  [[nodiscard]] virtual std::string_view name() const noexcept = 0;
+  [[nodiscard]] virtual const Limits& limits() const noexcept = 0;
+  // Registers memory with this domain (fi_mr_reg / ibv_reg_mr). Thread-safe.
+  [[nodiscard]] virtual Registrar& registrar() noexcept = 0;
+
+  // This endpoint's address, to hand to peers (through PMIx, a pipe, ...).
+  [[nodiscard]] virtual std::span<const std::byte> address() const noexcept = 0;
+  [[nodiscard]] virtual Expected<PeerIndex> insert_peer(std::span<const std::byte> address) = 0;
+
+  // Hot path. `descriptor` may be nullptr for pool memory (found through pool_find) and
+  // for providers that need no local descriptor. Status::done: finished now, no
+  // completion follows; posted: a completion follows; retry: queue full, poll and
+  // repeat; error: see last_error().
+  [[nodiscard]] virtual Status post_receive(void* buffer, std::size_t length, void* descriptor,
+                                            std::uint64_t context) noexcept = 0;
+  [[nodiscard]] virtual Status send(PeerIndex peer, const void* buffer, std::size_t length,
+                                    void* descriptor, std::uint64_t context) noexcept = 0;
+  [[nodiscard]] virtual Status write(PeerIndex peer, const void* buffer, std::size_t length,
+                                     void* descriptor, const RemoteBuffer& target,
+                                     std::size_t target_offset, std::uint64_t context) noexcept = 0;
+  // Like write; the target then polls a remote_write completion carrying `notification`.
+  [[nodiscard]] virtual Status write_with_notification(PeerIndex peer, const void* buffer,
+                                                       std::size_t length, void* descriptor,
+                                                       const RemoteBuffer& target,
+                                                       std::size_t target_offset,
+                                                       std::uint64_t notification,
+                                                       std::uint64_t context) noexcept = 0;
+  [[nodiscard]] virtual Status read(PeerIndex peer, void* buffer, std::size_t length, void* descriptor,
+                                    const RemoteBuffer& source, std::size_t source_offset,
+                                    std::uint64_t context) noexcept = 0;
+  // Fills `out` with finished operations; returns how many. Drives progress.
+  [[nodiscard]] virtual std::size_t poll(std::span<Completion> out) noexcept = 0;
+
+  // Why the last post call returned Status::error.
+  [[nodiscard]] const Error& last_error() const noexcept { return last_error_; }
+
+  // Registers every pool arena with this domain (now and as the pool grows), so pool
+  // buffers need no descriptor. Undone by detach_pool() or destruction.
+  [[nodiscard]] Expected<void> attach_pool();
+  void detach_pool() noexcept;
+  [[nodiscard]] int pool_slot() const noexcept { return pool_slot_; }
+
+  // How peers name [address, address + length) inside `registration`.
+  [[nodiscard]] static RemoteBuffer describe(const Registration& registration, const void* address,
+                                             std::size_t length) noexcept;
+  // The same for a pool buffer, once attach_pool() succeeded.
+  [[nodiscard]] Expected<RemoteBuffer> describe_pool_buffer(const void* address,
+                                                            std::size_t length) const;
+
+ protected:
+  Transport() = default;
+  // The local descriptor of pool memory at `address`, or nullptr.
+  [[nodiscard]] void* pool_descriptor(const void* address) const noexcept;
+  Status fail(Errc code, std::string cause, std::string remedy, int sys_errno = 0) noexcept;
+
+  Error last_error_;
+  int pool_slot_ = -1;
+};
+
+// Opens a domain and endpoint. `spec`: "ofi" (provider from TETHER_OFI_PROVIDER),
+// "ofi:shm", "ofi:tcp" (tcp;ofi_rxm), "ofi:<libfabric provider>", "verbs".
+[[nodiscard]] Expected<std::unique_ptr<Transport>> open_transport(std::string_view spec,
+                                                                  const OpenOptions& options = {});
+
+// What `open_transport("ofi")` would pick here and why, for tether-info -v.
+[[nodiscard]] std::string describe_ofi_choice();
+
+// The round trip of a RemoteBuffer as bytes (fixed 32 bytes, little-endian host order).
+[[nodiscard]] std::vector<std::byte> to_bytes(const RemoteBuffer& buffer);
+[[nodiscard]] Expected<RemoteBuffer> remote_buffer_from_bytes(std::span<const std::byte> bytes);
+
+}  // namespace tether::transport

@@ -1,0 +1,184 @@
+// Posting and polling on verbs. RDMA write-with-immediate consumes a shared-receive-queue
+// buffer at the target; poll reposts that buffer at once.
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "transport/verbs/verbs_transport.hpp"
+
+namespace tether::transport::verbs {
+namespace {
+
+constexpr std::size_t kBatch = 32;
+
+Errc errc_of(ibv_wc_status status) noexcept {
+  switch (status) {
+    case IBV_WC_RETRY_EXC_ERR: case IBV_WC_RNR_RETRY_EXC_ERR: case IBV_WC_REM_ABORT_ERR:
+      return Errc::peer_unreachable;
+    case IBV_WC_REM_ACCESS_ERR: case IBV_WC_LOC_PROT_ERR: case IBV_WC_REM_INV_REQ_ERR:
+      return Errc::invalid_argument;
+    case IBV_WC_LOC_LEN_ERR: return Errc::truncated;
+    default: return Errc::transport;
+  }
+}
+
+}  // namespace
+
+std::uint32_t VerbsTransport::local_key(const void* buffer, void* descriptor) noexcept {
+  if (descriptor == nullptr) descriptor = pool_descriptor(buffer);
+  return descriptor ? static_cast<ibv_mr*>(descriptor)->lkey : 0;
+}
+
+Status VerbsTransport::post_to_peer(PeerIndex peer, ibv_send_wr& request, Operation* operation) noexcept {
+  ibv_send_wr* bad = nullptr;
+  int result = ibv_post_send(peers_[peer], &request, &bad);
+  if (result == 0) return Status::posted;
+  operations_.release(operation);
+  if (result == ENOMEM) return Status::retry;
+  return fail(Errc::transport, fmt::format("ibv_post_send on {} failed: {}", name_, std::strerror(result)),
+              "check the queue pair state (ibv_devinfo -v)", result);
+}
+
+Status VerbsTransport::post_receive(void* buffer, std::size_t length, void* descriptor,
+                                    std::uint64_t context) noexcept {
+  Operation* operation = operations_.acquire(CompletionKind::receive, kUnknownPeer, context, buffer, length);
+  if (operation == nullptr) return Status::retry;
+  ibv_sge segment{reinterpret_cast<std::uint64_t>(buffer), static_cast<std::uint32_t>(length),
+                  local_key(buffer, descriptor)};
+  ibv_recv_wr request{};
+  request.wr_id = reinterpret_cast<std::uint64_t>(operation);
+  request.sg_list = &segment;
+  request.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  int result = ibv_post_srq_recv(shared_receive_queue_, &request, &bad);
+  if (result == 0) return Status::posted;
+  operations_.release(operation);
+  if (result == ENOMEM) return Status::retry;
+  return fail(Errc::transport, fmt::format("ibv_post_srq_recv on {} failed: {}", name_, std::strerror(result)),
+              "check the shared receive queue limits (ibv_devinfo -v)", result);
+}
+
+Status VerbsTransport::send(PeerIndex peer, const void* buffer, std::size_t length, void* descriptor,
+                            std::uint64_t context) noexcept {
+  if (peer >= peers_.size())
+    return fail(Errc::invalid_argument, fmt::format("peer {} was never inserted", peer), "call insert_peer first");
+  Operation* operation = operations_.acquire(CompletionKind::send_done, peer, context,
+                                             const_cast<void*>(buffer), length);
+  if (operation == nullptr) return Status::retry;
+  ibv_sge segment{reinterpret_cast<std::uint64_t>(buffer), static_cast<std::uint32_t>(length),
+                  local_key(buffer, descriptor)};
+  ibv_send_wr request{};
+  request.wr_id = reinterpret_cast<std::uint64_t>(operation);
+  request.sg_list = &segment;
+  request.num_sge = length ? 1 : 0;
+  request.opcode = IBV_WR_SEND;
+  request.send_flags = IBV_SEND_SIGNALED | (length <= 64 ? IBV_SEND_INLINE : 0);
+  return post_to_peer(peer, request, operation);
+}
+
+Status VerbsTransport::post_rma(PeerIndex peer, ibv_wr_opcode opcode, void* buffer, std::size_t length,
+                                void* descriptor, const RemoteBuffer& remote, std::size_t offset,
+                                std::uint32_t immediate, CompletionKind kind, std::uint64_t context) noexcept {
+  if (peer >= peers_.size())
+    return fail(Errc::invalid_argument, fmt::format("peer {} was never inserted", peer), "call insert_peer first");
+  if (remote.length != 0 && (offset > remote.length || length > remote.length - offset))
+    return fail(Errc::invalid_argument,
+                fmt::format("RMA of {} bytes at offset {} runs past the {}-byte remote buffer", length,
+                            offset, remote.length),
+                "keep RMA inside the RemoteBuffer the peer described");
+  Operation* operation = operations_.acquire(kind, peer, context, buffer, length);
+  if (operation == nullptr) return Status::retry;
+  ibv_sge segment{reinterpret_cast<std::uint64_t>(buffer), static_cast<std::uint32_t>(length),
+                  local_key(buffer, descriptor)};
+  ibv_send_wr request{};
+  request.wr_id = reinterpret_cast<std::uint64_t>(operation);
+  request.sg_list = &segment;
+  request.num_sge = length ? 1 : 0;
+  request.opcode = opcode;
+  request.send_flags = IBV_SEND_SIGNALED;
+  request.imm_data = htonl(immediate);
+  request.wr.rdma.remote_addr = remote.address + offset;
+  request.wr.rdma.rkey = static_cast<std::uint32_t>(remote.key);
+  return post_to_peer(peer, request, operation);
+}
+
+Status VerbsTransport::write(PeerIndex peer, const void* buffer, std::size_t length, void* descriptor,
+                             const RemoteBuffer& target, std::size_t target_offset,
+                             std::uint64_t context) noexcept {
+  return post_rma(peer, IBV_WR_RDMA_WRITE, const_cast<void*>(buffer), length, descriptor, target,
+                  target_offset, 0, CompletionKind::write_done, context);
+}
+
+Status VerbsTransport::write_with_notification(PeerIndex peer, const void* buffer, std::size_t length,
+                                               void* descriptor, const RemoteBuffer& target,
+                                               std::size_t target_offset, std::uint64_t notification,
+                                               std::uint64_t context) noexcept {
+  if (notification > 0xffffffffULL)
+    return fail(Errc::unsupported,
+                fmt::format("verbs immediate data holds 32 bits; notification {:#x} does not fit", notification),
+                "keep notifications below 2^32 on verbs (a write + send fallback is not implemented)");
+  return post_rma(peer, IBV_WR_RDMA_WRITE_WITH_IMM, const_cast<void*>(buffer), length, descriptor, target,
+                  target_offset, static_cast<std::uint32_t>(notification), CompletionKind::write_done, context);
+}
+
+Status VerbsTransport::read(PeerIndex peer, void* buffer, std::size_t length, void* descriptor,
+                            const RemoteBuffer& source, std::size_t source_offset,
+                            std::uint64_t context) noexcept {
+  return post_rma(peer, IBV_WR_RDMA_READ, buffer, length, descriptor, source, source_offset, 0,
+                  CompletionKind::read_done, context);
+}
+
+void VerbsTransport::repost(Operation* operation) noexcept {
+  void* buffer = operation->buffer;
+  std::size_t length = operation->length;
+  std::uint64_t context = operation->context;
+  operations_.release(operation);
+  (void)post_receive(buffer, length, nullptr, context);
+}
+
+Completion VerbsTransport::translate(const ibv_wc& work) noexcept {
+  auto* operation = reinterpret_cast<Operation*>(work.wr_id);
+  auto source = peer_of_queue_pair_.find(work.qp_num);
+  PeerIndex peer = source == peer_of_queue_pair_.end() ? kUnknownPeer : source->second;
+  Completion completion;
+  if (work.status != IBV_WC_SUCCESS) {
+    completion.kind = CompletionKind::error;
+    completion.failed_kind = operation->kind;
+    completion.error = errc_of(work.status);
+    completion.provider_errno = work.vendor_err;
+    completion.cause = ibv_wc_status_str(work.status);
+    completion.peer = operation->peer == kUnknownPeer ? peer : operation->peer;
+    completion.context = operation->context;
+    completion.buffer = operation->buffer;
+    operations_.release(operation);
+    return completion;
+  }
+  if (work.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+    completion.kind = CompletionKind::remote_write;
+    completion.peer = peer;
+    completion.length = work.byte_len;
+    completion.notification = ntohl(work.imm_data);
+    repost(operation);
+    return completion;
+  }
+  completion.kind = operation->kind;
+  completion.peer = operation->kind == CompletionKind::receive ? peer : operation->peer;
+  completion.context = operation->context;
+  completion.buffer = operation->buffer;
+  completion.length = operation->kind == CompletionKind::receive ? work.byte_len : operation->length;
+  operations_.release(operation);
+  return completion;
+}
+
+std::size_t VerbsTransport::poll(std::span<Completion> out) noexcept {
+  ibv_wc work[kBatch];
+  int wanted = static_cast<int>(std::min(out.size(), kBatch));
+  int count = ibv_poll_cq(completion_queue_, wanted, work);
+  if (count <= 0) return 0;
+  for (int i = 0; i < count; ++i) out[i] = translate(work[i]);
+  return static_cast<std::size_t>(count);
+}
+
+}  // namespace tether::transport::verbs
