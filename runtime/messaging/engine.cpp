@@ -51,6 +51,9 @@ Engine::Engine(std::unique_ptr<Bootstrap> bootstrap, std::unique_ptr<transport::
 Engine::~Engine() {
   stopping_.store(true);
   if (progress_thread_.joinable()) progress_thread_.join();
+  if (!drain(std::chrono::seconds(2)))
+    log::warn("runtime", "rank {} shuts down with {} messages not yet delivered to the transport", rank_,
+              backlog_.size() + bounces_in_flight_);
   std::size_t pending = requests_.pending_count();
   if (pending > 0)
     log::warn("runtime", "rank {} shuts down with {} requests still in flight; they are abandoned "
@@ -115,6 +118,50 @@ Status Engine::refuse(Errc code, std::string cause, std::string remedy) noexcept
 
 const Error& Engine::last_error() const noexcept { return t_last_error; }
 
+Status Engine::start_internal(RequestKind kind, void* buffer, std::size_t bytes, int peer, int tag,
+                              Request& request) noexcept {
+  RequestSlot* slot = requests_.acquire(kind, request);
+  if (slot == nullptr)
+    return refuse(Errc::limit_exceeded, fmt::format("all {} requests are in flight", requests_.capacity()),
+                  "wait for some, or raise TETHER_MAX_REQUESTS");
+  slot->send_buffer = buffer;
+  slot->receive_buffer = buffer;
+  slot->buffer_bytes = bytes;
+  slot->peer = peer;
+  slot->tag = tag;
+  slot->info.bytes = bytes;
+  commands_.push(Command{request.slot});
+  progress();
+  return Status::posted;
+}
+
+bool Engine::drain(std::chrono::milliseconds timeout) noexcept {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    {
+      std::lock_guard lock(progress_mutex_);
+      if (backlog_.empty() && bounces_in_flight_ == 0 && commands_.empty()) return true;
+    }
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    progress();
+  }
+}
+
+Status Engine::barrier() noexcept {
+  constexpr int kBarrierTag = -2;
+  char token = 0;
+  for (int distance = 1; distance < size_; distance *= 2) {
+    Request send, receive;
+    char incoming = 0;
+    if (start_internal(RequestKind::receive, &incoming, 1, (rank_ - distance + size_) % size_, kBarrierTag, receive) ==
+            Status::error ||
+        start_internal(RequestKind::send, &token, 1, (rank_ + distance) % size_, kBarrierTag, send) == Status::error)
+      return Status::error;
+    if (wait(send, nullptr) != Status::done || wait(receive, nullptr) != Status::done) return Status::error;
+  }
+  return Status::done;
+}
+
 Status Engine::start_send(const void* buffer, std::size_t bytes, int peer, int tag, Request& request) noexcept {
   if (peer < 0 || peer >= size_)
     return refuse(Errc::invalid_argument, fmt::format("send to rank {} in a job of {}", peer, size_),
@@ -167,7 +214,7 @@ Status Engine::finish_test(RequestSlot* slot, Request& request, MessageInfo* inf
   if (info != nullptr) *info = slot->info;
   Errc error = slot->info.error;
   if (error != Errc::ok)
-    refuse(error, fmt::format("request failed: {}", errc_name(error)),
+    (void)refuse(error, fmt::format("request failed: {}", errc_name(error)),
            error == Errc::truncated ? "post a receive buffer as large as the message" : "see the log for the peer");
   requests_.release(slot);
   request = Request{};
@@ -242,6 +289,7 @@ void Engine::handle(const transport::Completion& completion) noexcept {
       repost(completion.buffer);
       return;
     case CompletionKind::send_done:
+      --bounces_in_flight_;
       pinned_free(reinterpret_cast<void*>(context_value(completion.context)));
       return;
     case CompletionKind::write_done:
@@ -265,6 +313,7 @@ void Engine::handle_error(const transport::Completion& completion) noexcept {
       if (completion.buffer != nullptr) repost(completion.buffer);
       return;
     case ContextKind::send_bounce:
+      --bounces_in_flight_;
       pinned_free(reinterpret_cast<void*>(context_value(completion.context)));
       return;
     case ContextKind::chunk_write:

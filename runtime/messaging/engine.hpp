@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <list>
 #include <map>
@@ -78,10 +79,17 @@ class Engine {
 
   Status start_send(const void* buffer, std::size_t bytes, int peer, int tag, Request& request) noexcept;
   Status start_receive(void* buffer, std::size_t bytes, int source, int tag, Request& request) noexcept;
+  // Internal traffic (barrier) uses tags below kAnyTag, which users cannot pass.
+  Status start_internal(RequestKind kind, void* buffer, std::size_t bytes, int peer, int tag, Request& request) noexcept;
   Status test(Request& request, MessageInfo* info) noexcept;
   Status wait(Request& request, MessageInfo* info) noexcept;
   void progress() noexcept;
   [[nodiscard]] const Error& last_error() const noexcept;
+  // Waits for every rank: a dissemination barrier over the engine's own messages, so
+  // progress continues while it waits (a blocking PMIx fence would stall the transport).
+  Status barrier() noexcept;
+  // Progresses until every message this rank posted has left (or `timeout` passed).
+  bool drain(std::chrono::milliseconds timeout) noexcept;
 
  private:
   struct Command {
@@ -101,7 +109,14 @@ class Engine {
   void send_rts(RequestSlot* slot, PeerState& peer) noexcept;
   void send_to_self(RequestSlot* slot) noexcept;
   void post_control(int peer_rank, const void* bytes, std::size_t length) noexcept;
-  void post_bounce(int peer_rank, std::byte* bounce, std::size_t length) noexcept;
+  struct Outgoing {
+    int peer;
+    std::byte* bounce;
+    std::size_t length;
+    RequestSlot* eager_request;
+  };
+  void post_bounce(int peer_rank, std::byte* bounce, std::size_t length, RequestSlot* eager_request) noexcept;
+  Status try_send(const Outgoing& outgoing) noexcept;
   void flush_backlog() noexcept;
   Expected<transport::PeerIndex> resolve(int peer_rank);
 
@@ -155,16 +170,13 @@ class Engine {
   std::size_t receive_buffer_bytes_ = 0;
   std::list<RequestSlot*> posted_;
   std::deque<UnexpectedMessage> unexpected_;
-  struct Outgoing {
-    int peer;
-    std::byte* bounce;
-    std::size_t length;
-  };
   std::deque<Outgoing> backlog_;             // messages waiting for room, in order
   std::deque<RequestSlot*> waiting_writes_;  // rendezvous writes that met back-pressure
   std::vector<std::unique_ptr<std::atomic<bool>>> dead_;  // written by the PMIx event thread
   std::atomic<std::uint64_t> deaths_{0};
   std::uint64_t deaths_applied_ = 0;
+
+  std::size_t bounces_in_flight_ = 0;  // posted sends whose completion has not come back
 
   std::atomic<bool> stopping_{false};
   std::thread progress_thread_;

@@ -11,7 +11,7 @@ namespace tether::messaging {
 namespace {
 
 bool matches(const RequestSlot* receive, int source, int tag) noexcept {
-  return (receive->peer == kAnySource || receive->peer == source) && (receive->tag == kAnyTag || receive->tag == tag);
+  return (receive->peer == kAnySource || receive->peer == source) && (receive->tag == kAnyTag ? tag >= 0 : receive->tag == tag);
 }
 
 bool sequenced(MessageKind kind) noexcept { return kind == MessageKind::eager || kind == MessageKind::rts; }

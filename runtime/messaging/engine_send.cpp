@@ -28,8 +28,7 @@ void Engine::send_eager(RequestSlot* slot, PeerState& peer) noexcept {
   if (bounce == nullptr) return complete(slot, Errc::out_of_memory);
   std::memcpy(bounce, &header, sizeof header);
   if (slot->buffer_bytes > 0) std::memcpy(bounce + sizeof header, slot->send_buffer, slot->buffer_bytes);
-  post_bounce(slot->peer, bounce, length);
-  complete(slot, Errc::ok);  // the user's buffer may be reused now
+  post_bounce(slot->peer, bounce, length, slot);  // completes the request once posted
 }
 
 void Engine::send_rts(RequestSlot* slot, PeerState& peer) noexcept {
@@ -62,40 +61,35 @@ void Engine::post_control(int peer_rank, const void* bytes, std::size_t length) 
     return;
   }
   std::memcpy(bounce, bytes, length);
-  post_bounce(peer_rank, bounce, length);
+  post_bounce(peer_rank, bounce, length, nullptr);
 }
 
 // Sends a pinned bounce buffer (freed when the send completes), or queues it behind
 // earlier messages that met back-pressure, so a pair's order holds.
-void Engine::post_bounce(int peer_rank, std::byte* bounce, std::size_t length) noexcept {
-  if (!backlog_.empty()) {
-    backlog_.push_back(Outgoing{peer_rank, bounce, length});
-    return;
-  }
-  Status status = transport_->send(peers_[static_cast<std::size_t>(peer_rank)].transport_peer, bounce, length,
-                                   nullptr, make_context(ContextKind::send_bounce, reinterpret_cast<std::uint64_t>(bounce)));
-  if (status == Status::retry) return backlog_.push_back(Outgoing{peer_rank, bounce, length});
-  if (status == Status::done) return pinned_free(bounce);
+// `eager_request`, if any, completes once the transport holds the message.
+void Engine::post_bounce(int peer_rank, std::byte* bounce, std::size_t length, RequestSlot* eager_request) noexcept {
+  Outgoing outgoing{peer_rank, bounce, length, eager_request};
+  if (!backlog_.empty() || try_send(outgoing) == Status::retry) backlog_.push_back(outgoing);
+}
+
+Status Engine::try_send(const Outgoing& outgoing) noexcept {
+  Status status = transport_->send(peers_[static_cast<std::size_t>(outgoing.peer)].transport_peer, outgoing.bounce,
+                                   outgoing.length, nullptr,
+                                   make_context(ContextKind::send_bounce, reinterpret_cast<std::uint64_t>(outgoing.bounce)));
+  if (status == Status::retry) return status;
+  if (status == Status::posted) ++bounces_in_flight_;
+  if (status == Status::done) pinned_free(outgoing.bounce);
   if (status == Status::error) {
-    log::error("runtime", "send to rank {} failed: {}", peer_rank, transport_->last_error().message());
-    pinned_free(bounce);
+    log::error("runtime", "send to rank {} failed: {}", outgoing.peer, transport_->last_error().message());
+    pinned_free(outgoing.bounce);
   }
+  if (outgoing.eager_request != nullptr)
+    complete(outgoing.eager_request, status == Status::error ? transport_->last_error().code : Errc::ok);
+  return status;
 }
 
 void Engine::flush_backlog() noexcept {
-  while (!backlog_.empty()) {
-    Outgoing next = backlog_.front();
-    Status status = transport_->send(peers_[static_cast<std::size_t>(next.peer)].transport_peer, next.bounce,
-                                     next.length, nullptr,
-                                     make_context(ContextKind::send_bounce, reinterpret_cast<std::uint64_t>(next.bounce)));
-    if (status == Status::retry) return;
-    backlog_.pop_front();
-    if (status == Status::done) pinned_free(next.bounce);
-    if (status == Status::error) {
-      log::error("runtime", "send to rank {} failed: {}", next.peer, transport_->last_error().message());
-      pinned_free(next.bounce);
-    }
-  }
+  while (!backlog_.empty() && try_send(backlog_.front()) != Status::retry) backlog_.pop_front();
   resume_writes();
 }
 

@@ -66,8 +66,8 @@ const Error& Runtime::last_error() const noexcept { return engine_->last_error()
 Bootstrap& Runtime::bootstrap() noexcept { return engine_->bootstrap(); }
 
 Expected<void> Runtime::barrier() {
-  engine_->progress();
-  return engine_->bootstrap().fence();
+  if (engine_->barrier() == Status::done) return {};
+  return tl::unexpected(engine_->last_error());
 }
 
 }  // namespace tether
