@@ -1,0 +1,159 @@
+// The registration cache's private parts: entries, the sharded index, the miss path.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "tether/rcache.hpp"
+
+namespace tether::rcache {
+
+// Entry::state: the reference count in the low 32 bits and two flags.
+inline constexpr std::uint64_t kRefMask = 0xffffffffULL;
+inline constexpr std::uint64_t kInvalid = 1ULL << 32;  // out of the index; dies at last release
+inline constexpr std::uint64_t kDead = 1ULL << 33;     // claimed for deregistration
+
+inline constexpr std::size_t kPageBytes = 4096;
+inline constexpr unsigned kGranuleShift = 16;  // the index is sharded by 64 KiB granule
+inline constexpr std::size_t kShardCount = 64;
+
+struct Entry {
+  std::uintptr_t start = 0;  // page-aligned; [start, end) never crosses a chunk boundary
+  std::uintptr_t end = 0;
+  std::atomic<std::uint64_t> state{1};
+  std::atomic<std::uint64_t> last_used{0};
+  std::atomic<int> index_refs{0};  // shards whose index still names this entry
+  Access access = Access::all;
+  Registration registrations[kMaxRegistrars] = {};
+  Entry* next_retired = nullptr;
+  [[nodiscard]] std::size_t length() const noexcept { return end - start; }
+};
+
+class SpinLock {
+ public:
+  void lock() noexcept;
+  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> locked_{false};
+};
+
+// Marks the calling thread as inside the cache, so a memory hook firing on it (an
+// allocator unmapping from inside our own allocation) queues its range instead of
+// taking a lock this thread holds.
+class CriticalSection {
+ public:
+  CriticalSection() noexcept;
+  ~CriticalSection();
+  CriticalSection(const CriticalSection&) = delete;
+  CriticalSection& operator=(const CriticalSection&) = delete;
+  static bool active() noexcept;
+};
+
+struct IndexSlot {
+  std::uintptr_t start;
+  std::uintptr_t end;
+  Entry* entry;
+};
+
+struct alignas(64) Shard {
+  SpinLock lock;
+  std::vector<IndexSlot> slots;  // sorted by start; valid entries never overlap
+  std::atomic<std::uint64_t> hits{0};
+};
+
+struct PendingRange {
+  std::uintptr_t start;
+  std::uintptr_t end;
+};
+
+class Cache {
+ public:
+  Cache(std::span<Registrar* const> registrars, RcacheOptions options);
+  ~Cache();
+
+  Expected<RcacheHandle> acquire(const void* address, std::size_t length, Access access);
+  void release(Entry* entry) noexcept;
+  void invalidate(std::uintptr_t start, std::uintptr_t end) noexcept;
+  void flush() noexcept;
+  RcacheStats stats() const noexcept;
+
+ private:
+  // Hit path (registration_cache.cpp).
+  Entry* take_hit(std::uintptr_t address, Access access) noexcept;
+  Shard& shard_of(std::uintptr_t address) noexcept;
+  void drain_pending() noexcept;
+
+  // Miss path (rcache_miss.cpp).
+  // [request_start, request_end): the caller's bytes, not page-aligned.
+  Expected<Entry*> take_or_register(std::uintptr_t address, std::uintptr_t end, Access access,
+                                    std::uintptr_t request_start, std::uintptr_t request_end);
+  std::uintptr_t gap_end(std::uintptr_t address, std::uintptr_t end) const noexcept;
+  Expected<Entry*> register_entry(std::uintptr_t start, std::uintptr_t end, Access access);
+  static void exclude_from_fork(const Entry& entry, std::uintptr_t request_start, std::uintptr_t request_end);
+  Expected<void> make_room(std::size_t bytes);
+  Expected<void> register_with_all(Entry& entry);
+  bool recover_already_registered(std::uintptr_t start);
+  std::size_t evict_idle(std::size_t count_wanted, std::size_t bytes_wanted);
+  void publish(Entry* entry);
+
+  // Retirement and invalidation (rcache_retire.cpp).
+  void retire(Entry* entry) noexcept;
+  void push_retired(Entry* entry) noexcept;
+  void drain_retired() noexcept;
+  void destroy(Entry* entry) noexcept;
+  void deregister_pages(const Entry& entry, std::size_t slot) noexcept;
+  void remove_from_index(Entry* entry) noexcept;
+  void invalidate_now(std::uintptr_t start, std::uintptr_t end) noexcept;
+  std::size_t invalidate_in_shard(Shard& shard, std::uintptr_t start, std::uintptr_t end) noexcept;
+  void queue_pending(std::uintptr_t start, std::uintptr_t end) noexcept;
+  template <class Visit>
+  void for_each_shard(std::uintptr_t start, std::uintptr_t end, Visit visit) noexcept;
+
+  std::vector<Registrar*> registrars_;
+  RcacheOptions options_;
+  Shard shards_[kShardCount];
+
+  std::mutex miss_mutex_;                       // the miss path, eviction, deregistration
+  std::multimap<std::uintptr_t, Entry*> registered_;  // every registered entry, by start
+  std::size_t held_count_ = 0;
+  std::size_t held_bytes_ = 0;
+  std::atomic<Entry*> retired_{nullptr};        // lock-free stack of entries to deregister
+  std::atomic<std::uint64_t> clock_{1};
+
+  SpinLock pending_lock_;
+  static constexpr std::size_t kPendingSlots = 256;
+  PendingRange pending_[kPendingSlots] = {};
+  std::size_t pending_used_ = 0;
+  std::atomic<bool> pending_overflow_{false};
+  std::atomic<std::size_t> pending_count_{0};
+
+  std::atomic<std::uint64_t> misses_{0}, registrations_{0}, registered_bytes_{0},
+      deregistrations_{0}, evictions_{0}, invalidations_{0}, uncached_{0}, pool_hits_{0};
+  std::atomic<std::uint64_t> stat_entries_{0}, stat_bytes_{0};
+};
+
+template <class Visit>
+void Cache::for_each_shard(std::uintptr_t start, std::uintptr_t end, Visit visit) noexcept {
+  std::uintptr_t first = start >> kGranuleShift;
+  std::uintptr_t last = (end - 1) >> kGranuleShift;
+  if (last - first + 1 >= kShardCount) {
+    for (Shard& shard : shards_) visit(shard);
+    return;
+  }
+  for (std::uintptr_t granule = first; granule <= last; ++granule) visit(shards_[granule & (kShardCount - 1)]);
+}
+
+// The memory monitor (monitor.cpp): every attached cache hears of unmapped ranges.
+void monitor_attach(Cache* cache) noexcept;
+void monitor_detach(Cache* cache) noexcept;
+void monitor_notify(const void* address, std::size_t length) noexcept;
+
+// Whether every page of [start, end) can be read (no PROT_NONE page, no hole).
+bool pages_readable(std::uintptr_t start, std::uintptr_t end) noexcept;
+
+}  // namespace tether::rcache

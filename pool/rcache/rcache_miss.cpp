@@ -1,0 +1,237 @@
+// The miss path: register the pages no entry covers, within one chunk, making room
+// under the limits first and evicting idle entries when a registrar runs out.
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "pool/rcache/cache.hpp"
+#include "pool/rcache/monitor.hpp"
+#include "runtime/base/config.hpp"
+#include "runtime/base/log.hpp"
+
+namespace tether::rcache {
+namespace {
+
+bool out_of_resources(const Error& error) {
+  return error.code == Errc::memlock_limit || error.code == Errc::out_of_memory ||
+         error.sys_errno == ENOMEM || error.sys_errno == EAGAIN;
+}
+
+bool already_registered(const Error& error) { return error.sys_errno == EEXIST || error.sys_errno == EBUSY; }
+
+}  // namespace
+
+bool pages_readable(std::uintptr_t start, std::uintptr_t end) noexcept {
+  constexpr std::size_t kBatch = 512;
+  char scratch[kBatch];
+  iovec local{scratch, 0};
+  iovec remote[kBatch];
+  for (std::uintptr_t page = start; page < end;) {
+    std::size_t count = 0;
+    for (; count < kBatch && page < end; ++count, page += kPageBytes)
+      remote[count] = iovec{reinterpret_cast<void*>(page), 1};
+    local.iov_len = count;
+    ssize_t copied = ::process_vm_readv(::getpid(), &local, 1, remote, count, 0);
+    if (copied != static_cast<ssize_t>(count)) return false;
+  }
+  return true;
+}
+
+Expected<Entry*> Cache::take_or_register(std::uintptr_t address, std::uintptr_t end, Access access,
+                                         std::uintptr_t request_start, std::uintptr_t request_end) {
+  std::lock_guard guard(miss_mutex_);
+  drain_retired();
+  if (Entry* entry = take_hit(address, access)) return entry;  // registered meanwhile
+  misses_.fetch_add(1, std::memory_order_relaxed);
+  auto entry = register_entry(address, gap_end(address, end), access);
+  if (entry) exclude_from_fork(**entry, request_start, request_end);
+  return entry;
+}
+
+// DONTFORK on the pages wholly inside the caller's buffer: a page it shares with other
+// heap blocks (malloc's headers) stays in the child, so a forked child's malloc works.
+void Cache::exclude_from_fork(const Entry& entry, std::uintptr_t request_start, std::uintptr_t request_end) {
+  std::uintptr_t start = std::max(entry.start, (request_start + kPageBytes - 1) & ~(kPageBytes - 1));
+  std::uintptr_t end = std::min(entry.end, request_end & ~(kPageBytes - 1));
+  if (start < end) ::madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTFORK);
+}
+
+// The end of the piece starting at `address`: the request's end, the chunk's end, or
+// the start of the next registered entry, whichever comes first.
+std::uintptr_t Cache::gap_end(std::uintptr_t address, std::uintptr_t end) const noexcept {
+  std::uintptr_t chunk_end = (address | (options_.chunk_bytes - 1)) + 1;
+  std::uintptr_t limit = std::min(end, chunk_end);
+  for (auto it = registered_.upper_bound(address); it != registered_.end() && it->first < limit; ++it) {
+    if ((it->second->state.load(std::memory_order_relaxed) & (kInvalid | kDead)) == 0) return it->first;
+  }
+  return limit;
+}
+
+Expected<Entry*> Cache::register_entry(std::uintptr_t start, std::uintptr_t end, Access access) {
+  if (!pages_readable(start, end))
+    return make_error(Errc::invalid_argument,
+                      fmt::format("the range {:#x}-{:#x} holds a page that is not mapped or not readable "
+                                  "(PROT_NONE, a hole, or past the end of a mapping)",
+                                  start, end),
+                      "register only memory the process can read; check the buffer's length");
+  auto* entry = new Entry;
+  entry->start = start;
+  entry->end = end;
+  entry->access = access;
+  bool uncached = false;
+  if (auto room = make_room(entry->length()); !room) {
+    if (options_.over_limit == RcacheOverLimit::fail) {
+      delete entry;
+      return tl::unexpected(room.error());
+    }
+    uncached = true;
+  }
+  if (auto done = register_with_all(*entry); !done) {
+    delete entry;
+    return tl::unexpected(done.error());
+  }
+  registrations_.fetch_add(1, std::memory_order_relaxed);
+  registered_bytes_.fetch_add(entry->length(), std::memory_order_relaxed);
+  uffd_watch(start, end);  // after pinning: no missing-page faults to serve
+  registered_.emplace(start, entry);
+  ++held_count_;
+  held_bytes_ += entry->length();
+  stat_entries_.store(held_count_, std::memory_order_relaxed);
+  stat_bytes_.store(held_bytes_, std::memory_order_relaxed);
+  clock_.fetch_add(1, std::memory_order_relaxed);
+  if (uncached) {
+    uncached_.fetch_add(1, std::memory_order_relaxed);
+    entry->state.store(kInvalid | 1, std::memory_order_release);  // dies at its release
+  } else {
+    publish(entry);
+  }
+  return entry;
+}
+
+// Evicts idle entries until one more entry of `bytes` fits under both limits.
+Expected<void> Cache::make_room(std::size_t bytes) {
+  bool count_full = held_count_ + 1 > options_.max_count;
+  bool bytes_full = held_bytes_ + bytes > options_.max_bytes;
+  if (!count_full && !bytes_full) return {};
+  std::size_t count_wanted = count_full ? held_count_ + 1 - options_.max_count : 0;
+  std::size_t bytes_wanted = bytes_full ? held_bytes_ + bytes - options_.max_bytes : 0;
+  evict_idle(count_wanted, bytes_wanted);
+  if (held_count_ + 1 <= options_.max_count && held_bytes_ + bytes <= options_.max_bytes) return {};
+  bool by_count = held_count_ + 1 > options_.max_count;
+  return make_error(Errc::limit_exceeded,
+                    by_count ? fmt::format("the registration cache holds {} entries, all in use, and "
+                                           "TETHER_RCACHE_MAX_COUNT is {}",
+                                           held_count_, options_.max_count)
+                             : fmt::format("the registration cache holds {}, all in use, and registering "
+                                           "{} more passes TETHER_RCACHE_MAX_BYTES={}",
+                                           config::format_size(held_bytes_), config::format_size(bytes),
+                                           config::format_size(options_.max_bytes)),
+                    by_count ? "release handles sooner, raise TETHER_RCACHE_MAX_COUNT, or set "
+                               "TETHER_RCACHE_OVER_LIMIT=uncached"
+                             : "release handles sooner, raise TETHER_RCACHE_MAX_BYTES, or set "
+                               "TETHER_RCACHE_OVER_LIMIT=uncached");
+}
+
+// Registers with every registrar. A registrar out of resources gets idle entries evicted
+// and the call retried until it succeeds or nothing is left to evict; one that says the
+// range is registered already gets the stale entry at that base evicted, once.
+Expected<void> Cache::register_with_all(Entry& entry) {
+  auto* address = reinterpret_cast<void*>(entry.start);
+  bool recovered = false;
+  for (std::size_t slot = 0; slot < registrars_.size();) {
+    auto done = registrars_[slot]->register_range(address, entry.length(), entry.access);
+    if (done) {
+      entry.registrations[slot++] = *done;
+      continue;
+    }
+    bool retry = false;
+    if (out_of_resources(done.error())) retry = evict_idle(1, entry.length()) != 0;
+    if (!retry && !recovered && already_registered(done.error())) {
+      recovered = true;
+      retry = recover_already_registered(entry.start);
+    }
+    if (retry) continue;
+    for (std::size_t undo = 0; undo < slot; ++undo) {
+      Entry alone;
+      alone.start = entry.start;
+      alone.end = entry.end;
+      alone.registrations[undo] = entry.registrations[undo];
+      deregister_pages(alone, undo);
+    }
+    Error error = done.error();
+    error.cause = fmt::format("registering {} at {} with '{}' failed and no idle entry is left to evict: {}",
+                              config::format_size(entry.length()), address, registrars_[slot]->name(),
+                              error.cause);
+    error.remedy += "; or lower TETHER_RCACHE_MAX_BYTES so the cache evicts before the limit";
+    log::warn("rcache", "{}", error.message());
+    return tl::unexpected(std::move(error));
+  }
+  return {};
+}
+
+bool Cache::recover_already_registered(std::uintptr_t start) {
+  auto [first, last] = registered_.equal_range(start);
+  for (auto it = first; it != last; ++it) {
+    Entry* stale = it->second;
+    std::uint64_t idle = stale->state.load(std::memory_order_relaxed) & kInvalid;
+    if (!stale->state.compare_exchange_strong(idle, idle | kInvalid | kDead)) continue;
+    remove_from_index(stale);
+    evictions_.fetch_add(1, std::memory_order_relaxed);
+    destroy(stale);
+    return true;
+  }
+  return false;
+}
+
+// Deregisters idle entries, least recently used first, until `count_wanted` entries and
+// `bytes_wanted` bytes are gone (or no idle entry is left). Returns how many went.
+std::size_t Cache::evict_idle(std::size_t count_wanted, std::size_t bytes_wanted) {
+  std::vector<Entry*> idle;
+  for (auto& [start, entry] : registered_) {
+    if (entry->state.load(std::memory_order_relaxed) == 0) idle.push_back(entry);
+  }
+  std::sort(idle.begin(), idle.end(), [](const Entry* a, const Entry* b) {
+    return a->last_used.load(std::memory_order_relaxed) < b->last_used.load(std::memory_order_relaxed);
+  });
+  // Evict a little more than asked so that a full cache does not scan on every miss.
+  std::size_t slack = idle.size() / 16;
+  std::size_t evicted = 0, bytes = 0;
+  for (Entry* entry : idle) {
+    if (evicted >= count_wanted + slack && bytes >= bytes_wanted) break;
+    std::uint64_t expected = 0;
+    if (!entry->state.compare_exchange_strong(expected, kInvalid | kDead)) continue;  // hit meanwhile
+    remove_from_index(entry);
+    bytes += entry->length();
+    ++evicted;
+    destroy(entry);
+  }
+  evictions_.fetch_add(evicted, std::memory_order_relaxed);
+  return evicted;
+}
+
+// Makes a registered entry findable: one slot in every shard its granules map to.
+void Cache::publish(Entry* entry) {
+  for_each_shard(entry->start, entry->end, [&](Shard& shard) {
+    CriticalSection inside;
+    shard.lock.lock();
+    auto& slots = shard.slots;
+    std::erase_if(slots, [&](const IndexSlot& slot) {
+      bool stale = slot.start < entry->end && slot.end > entry->start &&
+                   (slot.entry->state.load(std::memory_order_relaxed) & (kInvalid | kDead)) != 0;
+      if (stale) slot.entry->index_refs.fetch_sub(1, std::memory_order_relaxed);
+      return stale;
+    });
+    auto at = std::lower_bound(slots.begin(), slots.end(), entry->start,
+                               [](const IndexSlot& slot, std::uintptr_t a) { return slot.start < a; });
+    slots.insert(at, IndexSlot{entry->start, entry->end, entry});
+    entry->index_refs.fetch_add(1, std::memory_order_relaxed);
+    shard.lock.unlock();
+  });
+}
+
+}  // namespace tether::rcache
