@@ -1,13 +1,15 @@
-// The registration cache's private parts: entries, the sharded index, the miss path.
+// The registration cache's private parts: entries, the page-table index, the miss path.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
+#include "pool/rcache/page_table.hpp"
 #include "tether/rcache.hpp"
 
 namespace tether::rcache {
@@ -18,20 +20,21 @@ inline constexpr std::uint64_t kInvalid = 1ULL << 32;  // out of the index; dies
 inline constexpr std::uint64_t kDead = 1ULL << 33;     // claimed for deregistration
 
 inline constexpr std::size_t kPageBytes = 4096;
-inline constexpr unsigned kGranuleShift = 16;  // the index is sharded by 64 KiB granule
-inline constexpr std::size_t kShardCount = 64;
 
-struct Entry {
+// One cache line: what the hit path touches. The registrations live in a block of their
+// own (registrations_per_entry of them), so 100,000 entries stay cache-friendly.
+struct alignas(64) Entry {
   std::uintptr_t start = 0;  // page-aligned; [start, end) never crosses a chunk boundary
   std::uintptr_t end = 0;
-  std::atomic<std::uint64_t> state{1};
+  std::atomic<std::uint64_t> state{kInvalid | kDead};
   std::atomic<std::uint64_t> last_used{0};
-  std::atomic<int> index_refs{0};  // shards whose index still names this entry
-  Access access = Access::all;
-  Registration registrations[kMaxRegistrars] = {};
+  std::atomic<std::uint64_t> hits{0};  // racy count (relaxed load + store): no locked op
+  Registration* registrations = nullptr;
   Entry* next_retired = nullptr;
+  Access access = Access::all;
   [[nodiscard]] std::size_t length() const noexcept { return end - start; }
 };
+static_assert(sizeof(Entry) == 64);
 
 class SpinLock {
  public:
@@ -54,16 +57,15 @@ class CriticalSection {
   static bool active() noexcept;
 };
 
-struct IndexSlot {
-  std::uintptr_t start;
-  std::uintptr_t end;
-  Entry* entry;
-};
-
-struct alignas(64) Shard {
-  SpinLock lock;
-  std::vector<IndexSlot> slots;  // sorted by start; valid entries never overlap
-  std::atomic<std::uint64_t> hits{0};
+// Marks the calling thread as holding the miss mutex (so a release on it does not try to
+// take the mutex again).
+class MissPath {
+ public:
+  MissPath() noexcept;
+  ~MissPath();
+  MissPath(const MissPath&) = delete;
+  MissPath& operator=(const MissPath&) = delete;
+  static bool held() noexcept;
 };
 
 struct PendingRange {
@@ -85,7 +87,6 @@ class Cache {
  private:
   // Hit path (registration_cache.cpp).
   Entry* take_hit(std::uintptr_t address, Access access) noexcept;
-  Shard& shard_of(std::uintptr_t address) noexcept;
   void drain_pending() noexcept;
 
   // Miss path (rcache_miss.cpp).
@@ -94,6 +95,7 @@ class Cache {
                                     std::uintptr_t request_start, std::uintptr_t request_end);
   std::uintptr_t gap_end(std::uintptr_t address, std::uintptr_t end) const noexcept;
   Expected<Entry*> register_entry(std::uintptr_t start, std::uintptr_t end, Access access);
+  Entry* new_entry(std::uintptr_t start, std::uintptr_t end, Access access);
   static void exclude_from_fork(const Entry& entry, std::uintptr_t request_start, std::uintptr_t request_end);
   Expected<void> make_room(std::size_t bytes);
   Expected<void> register_with_all(Entry& entry);
@@ -109,21 +111,25 @@ class Cache {
   void deregister_pages(const Entry& entry, std::size_t slot) noexcept;
   void remove_from_index(Entry* entry) noexcept;
   void invalidate_now(std::uintptr_t start, std::uintptr_t end) noexcept;
-  std::size_t invalidate_in_shard(Shard& shard, std::uintptr_t start, std::uintptr_t end) noexcept;
+  void invalidate_entry(Entry* entry) noexcept;
   void queue_pending(std::uintptr_t start, std::uintptr_t end) noexcept;
-  template <class Visit>
-  void for_each_shard(std::uintptr_t start, std::uintptr_t end, Visit visit) noexcept;
 
   std::vector<Registrar*> registrars_;
   RcacheOptions options_;
-  Shard shards_[kShardCount];
+  PageTable table_;
 
   std::mutex miss_mutex_;                       // the miss path, eviction, deregistration
   std::multimap<std::uintptr_t, Entry*> registered_;  // every registered entry, by start
   std::size_t held_count_ = 0;
   std::size_t held_bytes_ = 0;
   std::atomic<Entry*> retired_{nullptr};        // lock-free stack of entries to deregister
-  std::atomic<std::uint64_t> clock_{1};
+  std::vector<Entry*> spare_entries_;           // recycled: entries are never freed while in use
+  std::vector<std::unique_ptr<Entry[]>> entry_blocks_;               // kEntriesPerBlock each
+  std::vector<std::unique_ptr<Registration[]>> registration_blocks_;  // and their registrations
+  static constexpr std::size_t kEntriesPerBlock = 256;
+  std::uint64_t retired_hits_ = 0;
+  alignas(64) std::atomic<std::uint64_t> clock_{1};  // read on every release: own line
+  alignas(64) char clock_padding_[1] = {};
 
   SpinLock pending_lock_;
   static constexpr std::size_t kPendingSlots = 256;
@@ -136,17 +142,6 @@ class Cache {
       deregistrations_{0}, evictions_{0}, invalidations_{0}, uncached_{0}, pool_hits_{0};
   std::atomic<std::uint64_t> stat_entries_{0}, stat_bytes_{0};
 };
-
-template <class Visit>
-void Cache::for_each_shard(std::uintptr_t start, std::uintptr_t end, Visit visit) noexcept {
-  std::uintptr_t first = start >> kGranuleShift;
-  std::uintptr_t last = (end - 1) >> kGranuleShift;
-  if (last - first + 1 >= kShardCount) {
-    for (Shard& shard : shards_) visit(shard);
-    return;
-  }
-  for (std::uintptr_t granule = first; granule <= last; ++granule) visit(shards_[granule & (kShardCount - 1)]);
-}
 
 // The memory monitor (monitor.cpp): every attached cache hears of unmapped ranges.
 void monitor_attach(Cache* cache) noexcept;

@@ -45,6 +45,7 @@ bool pages_readable(std::uintptr_t start, std::uintptr_t end) noexcept {
 Expected<Entry*> Cache::take_or_register(std::uintptr_t address, std::uintptr_t end, Access access,
                                          std::uintptr_t request_start, std::uintptr_t request_end) {
   std::lock_guard guard(miss_mutex_);
+  MissPath holding;
   drain_retired();
   if (Entry* entry = take_hit(address, access)) return entry;  // registered meanwhile
   misses_.fetch_add(1, std::memory_order_relaxed);
@@ -79,20 +80,17 @@ Expected<Entry*> Cache::register_entry(std::uintptr_t start, std::uintptr_t end,
                                   "(PROT_NONE, a hole, or past the end of a mapping)",
                                   start, end),
                       "register only memory the process can read; check the buffer's length");
-  auto* entry = new Entry;
-  entry->start = start;
-  entry->end = end;
-  entry->access = access;
+  Entry* entry = new_entry(start, end, access);
   bool uncached = false;
   if (auto room = make_room(entry->length()); !room) {
     if (options_.over_limit == RcacheOverLimit::fail) {
-      delete entry;
+      spare_entries_.push_back(entry);
       return tl::unexpected(room.error());
     }
     uncached = true;
   }
   if (auto done = register_with_all(*entry); !done) {
-    delete entry;
+    spare_entries_.push_back(entry);
     return tl::unexpected(done.error());
   }
   registrations_.fetch_add(1, std::memory_order_relaxed);
@@ -108,6 +106,7 @@ Expected<Entry*> Cache::register_entry(std::uintptr_t start, std::uintptr_t end,
     uncached_.fetch_add(1, std::memory_order_relaxed);
     entry->state.store(kInvalid | 1, std::memory_order_release);  // dies at its release
   } else {
+    entry->state.store(1, std::memory_order_release);  // the caller's reference; claimable now
     publish(entry);
   }
   return entry;
@@ -156,13 +155,7 @@ Expected<void> Cache::register_with_all(Entry& entry) {
       retry = recover_already_registered(entry.start);
     }
     if (retry) continue;
-    for (std::size_t undo = 0; undo < slot; ++undo) {
-      Entry alone;
-      alone.start = entry.start;
-      alone.end = entry.end;
-      alone.registrations[undo] = entry.registrations[undo];
-      deregister_pages(alone, undo);
-    }
+    for (std::size_t undo = 0; undo < slot; ++undo) deregister_pages(entry, undo);
     Error error = done.error();
     error.cause = fmt::format("registering {} at {} with '{}' failed and no idle entry is left to evict: {}",
                               config::format_size(entry.length()), address, registrars_[slot]->name(),
@@ -214,24 +207,34 @@ std::size_t Cache::evict_idle(std::size_t count_wanted, std::size_t bytes_wanted
   return evicted;
 }
 
-// Makes a registered entry findable: one slot in every shard its granules map to.
+// A recycled entry (or a new one), still unclaimable by readers (kDead) until published.
+Entry* Cache::new_entry(std::uintptr_t start, std::uintptr_t end, Access access) {
+  if (spare_entries_.empty()) {  // a new block of entries, each with its registrations
+    std::size_t per_entry = registrars_.size();
+    entry_blocks_.push_back(std::make_unique<Entry[]>(kEntriesPerBlock));
+    registration_blocks_.push_back(std::make_unique<Registration[]>(kEntriesPerBlock * per_entry));
+    for (std::size_t i = kEntriesPerBlock; i-- > 0;) {
+      entry_blocks_.back()[i].registrations = &registration_blocks_.back()[i * per_entry];
+      spare_entries_.push_back(&entry_blocks_.back()[i]);
+    }
+  }
+  Entry* entry = spare_entries_.back();
+  spare_entries_.pop_back();
+  entry->start = start;
+  entry->end = end;
+  entry->access = access;
+  entry->hits.store(0, std::memory_order_relaxed);
+  entry->last_used.store(clock_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  std::fill(entry->registrations, entry->registrations + registrars_.size(), Registration{});
+  return entry;
+}
+
+// Makes a registered entry findable: every page's slot names it.
 void Cache::publish(Entry* entry) {
-  for_each_shard(entry->start, entry->end, [&](Shard& shard) {
-    CriticalSection inside;
-    shard.lock.lock();
-    auto& slots = shard.slots;
-    std::erase_if(slots, [&](const IndexSlot& slot) {
-      bool stale = slot.start < entry->end && slot.end > entry->start &&
-                   (slot.entry->state.load(std::memory_order_relaxed) & (kInvalid | kDead)) != 0;
-      if (stale) slot.entry->index_refs.fetch_sub(1, std::memory_order_relaxed);
-      return stale;
-    });
-    auto at = std::lower_bound(slots.begin(), slots.end(), entry->start,
-                               [](const IndexSlot& slot, std::uintptr_t a) { return slot.start < a; });
-    slots.insert(at, IndexSlot{entry->start, entry->end, entry});
-    entry->index_refs.fetch_add(1, std::memory_order_relaxed);
-    shard.lock.unlock();
-  });
+  CriticalSection inside;
+  for (std::uintptr_t page = entry->start; page < entry->end; page += kPageBytes) {
+    if (PageTable::Slot* slot = table_.slot(page, true)) slot->store(entry, std::memory_order_release);
+  }
 }
 
 }  // namespace tether::rcache

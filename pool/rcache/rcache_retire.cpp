@@ -33,23 +33,13 @@ void for_each_uncovered(std::uintptr_t start, std::uintptr_t end, const std::vec
 
 }  // namespace
 
-// Takes `entry` out of every shard. The entry must carry kInvalid; the last thing done to
-// it is the final index_refs decrement, after which a drain may free it.
+// Clears every slot that names `entry` (a slot already naming a newer entry is kept).
 void Cache::remove_from_index(Entry* entry) noexcept {
-  std::uintptr_t start = entry->start, end = entry->end;
-  for_each_shard(start, end, [&](Shard& shard) {
-    CriticalSection inside;
-    shard.lock.lock();
-    auto& slots = shard.slots;
-    auto it = std::find_if(slots.begin(), slots.end(), [&](const IndexSlot& slot) {
-      return slot.entry == entry && slot.start == start && slot.end == end;
-    });
-    if (it != slots.end()) {
-      slots.erase(it);
-      entry->index_refs.fetch_sub(1, std::memory_order_acq_rel);
-    }
-    shard.lock.unlock();
-  });
+  for (std::uintptr_t page = entry->start; page < entry->end; page += kPageBytes) {
+    PageTable::Slot* slot = table_.slot(page, false);
+    Entry* expected = entry;
+    if (slot != nullptr) slot->compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel);
+  }
 }
 
 void Cache::push_retired(Entry* entry) noexcept {
@@ -71,7 +61,7 @@ void Cache::retire(Entry* entry) noexcept {
   }
   if (idle != (kInvalid | kDead) && !entry->state.compare_exchange_strong(idle, kInvalid | kDead)) return;
   push_retired(entry);
-  if (CriticalSection::active()) return;
+  if (CriticalSection::active() || MissPath::held()) return;
   std::unique_lock guard(miss_mutex_, std::try_to_lock);
   if (guard.owns_lock()) drain_retired();
 }
@@ -81,15 +71,11 @@ void Cache::drain_retired() noexcept {
   while (list != nullptr) {
     Entry* entry = list;
     list = entry->next_retired;
-    if (entry->index_refs.load(std::memory_order_acquire) != 0) {
-      push_retired(entry);  // an invalidation is still taking it out of the index
-      continue;
-    }
     destroy(entry);
   }
 }
 
-// Deregisters and frees an entry out of the index (miss_mutex_ held).
+// Deregisters an entry out of the index and keeps it for reuse (miss_mutex_ held).
 void Cache::destroy(Entry* entry) noexcept {
   auto [first, last] = registered_.equal_range(entry->start);
   for (auto it = first; it != last; ++it) {
@@ -104,7 +90,9 @@ void Cache::destroy(Entry* entry) noexcept {
   stat_bytes_.store(held_bytes_, std::memory_order_relaxed);
   for (std::size_t slot = 0; slot < registrars_.size(); ++slot) deregister_pages(*entry, slot);
   deregistrations_.fetch_add(1, std::memory_order_relaxed);
-  delete entry;
+  retired_hits_ += entry->hits.load(std::memory_order_relaxed);
+  entry->state.store(kInvalid | kDead, std::memory_order_release);
+  spare_entries_.push_back(entry);
 }
 
 // Page-granular release: for a registrar whose registrations do not nest, only the pages
@@ -147,52 +135,25 @@ void Cache::invalidate(std::uintptr_t start, std::uintptr_t end) noexcept {
   invalidate_now(start, end);
 }
 
+// Walks the page table over the range (skipping leaves that were never made) and drops
+// every entry found. Lock-free and allocation-free: safe inside memory hooks.
 void Cache::invalidate_now(std::uintptr_t start, std::uintptr_t end) noexcept {
-  for_each_shard(start, end, [&](Shard& shard) {
-    while (invalidate_in_shard(shard, start, end) != 0) {
-    }
-  });
+  for (std::uintptr_t page = table_.next_populated(start, end); page < end;) {
+    if (Entry* entry = table_.find(page)) invalidate_entry(entry);
+    page += kPageBytes;
+    if ((page >> PageTable::kPageShift) % PageTable::kLeafPages == 0) page = table_.next_populated(page, end);
+  }
 }
 
-// Takes a batch of entries overlapping [start, end) out of one shard and marks them
-// invalid; then out of their other shards. Returns the batch size (0: shard clean).
-std::size_t Cache::invalidate_in_shard(Shard& shard, std::uintptr_t start, std::uintptr_t end) noexcept {
-  constexpr std::size_t kBatch = 32;
-  Entry* batch[kBatch];
-  std::size_t taken = 0;
-  {
-    CriticalSection inside;
-    shard.lock.lock();
-    auto& slots = shard.slots;
-    auto it = std::lower_bound(slots.begin(), slots.end(), start > options_.chunk_bytes ? start - options_.chunk_bytes : 0,
-                               [](const IndexSlot& slot, std::uintptr_t a) { return slot.start < a; });
-    while (it != slots.end() && it->start < end && taken < kBatch) {
-      if (it->end <= start) {
-        ++it;
-        continue;
-      }
-      Entry* entry = it->entry;
-      std::uint64_t before = entry->state.fetch_or(kInvalid, std::memory_order_acq_rel);
-      it = slots.erase(it);
-      // For an entry this call marks, the slot's index reference is held back until the
-      // end, so no drain frees the entry while it is still being taken out.
-      if ((before & kInvalid) == 0) {
-        batch[taken++] = entry;
-      } else {
-        entry->index_refs.fetch_sub(1, std::memory_order_acq_rel);
-      }
-    }
-    shard.lock.unlock();
-  }
-  for (std::size_t i = 0; i < taken; ++i) {
-    Entry* entry = batch[i];
-    invalidations_.fetch_add(1, std::memory_order_relaxed);
-    remove_from_index(entry);
-    std::uint64_t idle = kInvalid;
-    if (entry->state.compare_exchange_strong(idle, kInvalid | kDead)) push_retired(entry);
-    entry->index_refs.fetch_sub(1, std::memory_order_acq_rel);  // last touch of the entry
-  }
-  return taken;
+// The caller found `entry` in a slot; it may have been recycled since, in which case
+// invalidating it is merely early (never wrong: invalid entries are only re-registered).
+void Cache::invalidate_entry(Entry* entry) noexcept {
+  std::uint64_t before = entry->state.fetch_or(kInvalid, std::memory_order_acq_rel);
+  if ((before & kInvalid) != 0) return;  // someone else owns its removal
+  invalidations_.fetch_add(1, std::memory_order_relaxed);
+  remove_from_index(entry);
+  std::uint64_t idle = kInvalid;
+  if (entry->state.compare_exchange_strong(idle, kInvalid | kDead)) push_retired(entry);
 }
 
 void Cache::queue_pending(std::uintptr_t start, std::uintptr_t end) noexcept {
@@ -221,6 +182,7 @@ void Cache::drain_pending() noexcept {
 
 void Cache::flush() noexcept {
   std::lock_guard guard(miss_mutex_);
+  MissPath holding;
   drain_retired();
   evict_idle(held_count_, 0);
 }

@@ -1,5 +1,7 @@
-// The hit path: page-align the request, look each piece up in its shard, take references.
+// The hit path: page-align the request, look each page up in the page table, take a
+// reference with one compare-and-swap and check the entry still covers the page.
 #include <immintrin.h>
+#include <pthread.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -14,7 +16,8 @@
 namespace tether::rcache {
 namespace {
 
-thread_local int t_critical_depth = 0;
+// initial-exec: a plain %fs-relative access on the hit path, no __tls_get_addr call.
+__attribute__((tls_model("initial-exec"))) thread_local int t_critical_depth = 0;
 
 std::uintptr_t align_down(std::uintptr_t value) noexcept { return value & ~(kPageBytes - 1); }
 
@@ -34,6 +37,17 @@ Expected<std::uintptr_t> checked_end(const void* address, std::size_t length) {
   return (start + length + kPageBytes - 1) & ~(kPageBytes - 1);
 }
 
+// The pool's arenas are DONTFORK: a forked child inherits the pool's map of them but not
+// the memory, and may map other things there. The child must not trust pool_find.
+std::atomic<bool> g_pool_memory_present{true};
+void forget_pool_in_child() { g_pool_memory_present.store(false, std::memory_order_relaxed); }
+const bool g_fork_handler = ::pthread_atfork(nullptr, nullptr, forget_pool_in_child) == 0;
+
+bool from_pool(const void* address, std::size_t length, PoolLocation& location) {
+  return g_pool_memory_present.load(std::memory_order_relaxed) && pool_find(address, location) &&
+         location.offset + length <= location.arena_length;
+}
+
 }  // namespace
 
 void SpinLock::lock() noexcept {
@@ -41,6 +55,11 @@ void SpinLock::lock() noexcept {
     while (locked_.load(std::memory_order_relaxed)) _mm_pause();
   }
 }
+
+static __attribute__((tls_model("initial-exec"))) thread_local int t_miss_path_depth = 0;
+MissPath::MissPath() noexcept { ++t_miss_path_depth; }
+MissPath::~MissPath() { --t_miss_path_depth; }
+bool MissPath::held() noexcept { return t_miss_path_depth > 0; }
 
 CriticalSection::CriticalSection() noexcept { ++t_critical_depth; }
 CriticalSection::~CriticalSection() { --t_critical_depth; }
@@ -58,33 +77,25 @@ Cache::~Cache() {
   flush();
 }
 
-Shard& Cache::shard_of(std::uintptr_t address) noexcept {
-  return shards_[(address >> kGranuleShift) & (kShardCount - 1)];
-}
 
+// Lock-free: the entry may be retired and recycled between the lookup and the CAS, so
+// after taking the reference the slot and the range are checked again.
 Entry* Cache::take_hit(std::uintptr_t address, Access access) noexcept {
-  Shard& shard = shard_of(address);
-  CriticalSection inside;
-  shard.lock.lock();
-  auto& slots = shard.slots;
-  auto it = std::upper_bound(slots.begin(), slots.end(), address,
-                             [](std::uintptr_t a, const IndexSlot& slot) { return a < slot.start; });
-  Entry* found = nullptr;
-  if (it != slots.begin() && (--it)->end > address) {
-    Entry* entry = it->entry;
-    auto wanted = static_cast<std::uint32_t>(access);
-    std::uint64_t state = entry->state.load(std::memory_order_relaxed);
-    bool usable = (static_cast<std::uint32_t>(entry->access) & wanted) == wanted;
-    while (usable && (state & (kInvalid | kDead)) == 0) {
-      if (entry->state.compare_exchange_weak(state, state + 1, std::memory_order_acquire)) {
-        found = entry;
-        break;
-      }
-    }
-    if (found != nullptr) shard.hits.fetch_add(1, std::memory_order_relaxed);
+  Entry* entry = table_.find(address);
+  if (entry == nullptr) return nullptr;
+  std::uint64_t state = entry->state.load(std::memory_order_relaxed);
+  do {
+    if ((state & (kInvalid | kDead)) != 0) return nullptr;
+  } while (!entry->state.compare_exchange_weak(state, state + 1, std::memory_order_acquire));
+  auto wanted = static_cast<std::uint32_t>(access);
+  bool covers = entry->start <= address && address < entry->end &&
+                (static_cast<std::uint32_t>(entry->access) & wanted) == wanted;
+  if (!covers || table_.find(address) != entry) {
+    release(entry);
+    return nullptr;
   }
-  shard.lock.unlock();
-  return found;
+  entry->hits.store(entry->hits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  return entry;
 }
 
 Expected<RcacheHandle> Cache::acquire(const void* address, std::size_t length, Access access) {
@@ -95,7 +106,7 @@ Expected<RcacheHandle> Cache::acquire(const void* address, std::size_t length, A
   RcacheHandle handle;
   handle.cache_ = this;
   PoolLocation location;
-  if (pool_find(address, location) && location.offset + length <= location.arena_length) {
+  if (from_pool(address, length, location)) {
     pool_hits_.fetch_add(1, std::memory_order_relaxed);
     handle.pool_registrations_ = location.registrations;
     handle.pool_base_ = location.arena_base;
@@ -127,8 +138,8 @@ void Cache::release(Entry* entry) noexcept {
 }
 
 RcacheStats Cache::stats() const noexcept {
+  if (uffd_running()) uffd_wait_idle();  // events already read are counted
   RcacheStats stats;
-  for (const Shard& shard : shards_) stats.hits += shard.hits.load(std::memory_order_relaxed);
   stats.misses = misses_.load(std::memory_order_relaxed);
   stats.registrations = registrations_.load(std::memory_order_relaxed);
   stats.registered_bytes_total = registered_bytes_.load(std::memory_order_relaxed);
@@ -141,7 +152,9 @@ RcacheStats Cache::stats() const noexcept {
   stats.bytes_held = stat_bytes_.load(std::memory_order_relaxed);
   auto* self = const_cast<Cache*>(this);
   std::lock_guard guard(self->miss_mutex_);
+  stats.hits = retired_hits_;
   for (const auto& [start, entry] : registered_) {
+    stats.hits += entry->hits.load(std::memory_order_relaxed);
     if ((entry->state.load(std::memory_order_relaxed) & kRefMask) != 0) ++stats.entries_in_use;
   }
   return stats;
