@@ -148,12 +148,17 @@ void Cache::invalidate_now(std::uintptr_t start, std::uintptr_t end) noexcept {
 // The caller found `entry` in a slot; it may have been recycled since, in which case
 // invalidating it is merely early (never wrong: invalid entries are only re-registered).
 void Cache::invalidate_entry(Entry* entry) noexcept {
-  std::uint64_t before = entry->state.fetch_or(kInvalid, std::memory_order_acq_rel);
-  if ((before & kInvalid) != 0) return;  // someone else owns its removal
+  // Mark it and take a reference in one step, so that it cannot be recycled while its
+  // slots are cleared.
+  std::uint64_t state = entry->state.load(std::memory_order_relaxed);
+  do {
+    if ((state & kInvalid) != 0) return;  // someone else owns its removal
+  } while (!entry->state.compare_exchange_weak(state, (state | kInvalid) + 1, std::memory_order_acq_rel));
   invalidations_.fetch_add(1, std::memory_order_relaxed);
   remove_from_index(entry);
+  std::uint64_t before = entry->state.fetch_sub(1, std::memory_order_acq_rel);
   std::uint64_t idle = kInvalid;
-  if (entry->state.compare_exchange_strong(idle, kInvalid | kDead)) push_retired(entry);
+  if ((before & kRefMask) == 1 && entry->state.compare_exchange_strong(idle, kInvalid | kDead)) push_retired(entry);
 }
 
 void Cache::queue_pending(std::uintptr_t start, std::uintptr_t end) noexcept {

@@ -35,8 +35,8 @@ class RcacheReuseTest : public ::testing::TestWithParam<Unmap> {
 // they coalesce; returns where the first was (0 if glibc did not place them adjacent).
 std::uintptr_t register_and_free_adjacent(RegistrationCache& cache) {
   constexpr std::size_t kSize = 32 * 1024;
-  void* first = std::malloc(kSize);
-  void* second = std::malloc(kSize);
+  void* first = std::calloc(1, kSize);
+  void* second = std::calloc(1, kSize);
   auto address = reinterpret_cast<std::uintptr_t>(first);
   bool adjacent = reinterpret_cast<std::uintptr_t>(second) == address + kSize + 16;
   bool acquired = adjacent && cache.acquire(first, kSize).has_value();
