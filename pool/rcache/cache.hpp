@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "pool/rcache/page_table.hpp"
@@ -68,6 +69,11 @@ class MissPath {
   static bool held() noexcept;
 };
 
+struct Interval {
+  std::uintptr_t start;
+  std::uintptr_t end;
+};
+
 struct PendingRange {
   std::uintptr_t start;
   std::uintptr_t end;
@@ -107,7 +113,9 @@ class Cache {
   void retire(Entry* entry) noexcept;
   void push_retired(Entry* entry) noexcept;
   void drain_retired() noexcept;
-  void destroy(Entry* entry) noexcept;
+  void destroy(std::span<Entry* const> victims) noexcept;
+  void unlink(Entry* entry) noexcept;
+  std::vector<Interval> released_runs(std::span<Entry* const> victims) const;
   void deregister_pages(const Entry& entry, std::size_t slot) noexcept;
   void remove_from_index(Entry* entry) noexcept;
   void invalidate_now(std::uintptr_t start, std::uintptr_t end) noexcept;

@@ -1,6 +1,7 @@
 // The miss path: register the pages no entry covers, within one chunk, making room
 // under the limits first and evicting idle entries when a registrar runs out.
 #include <sys/mman.h>
+#include <pthread.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -24,6 +25,20 @@ bool out_of_resources(const Error& error) {
 
 bool already_registered(const Error& error) { return error.sys_errno == EEXIST || error.sys_errno == EBUSY; }
 
+// getpid() is a system call (glibc keeps no copy): remember it, and forget it in a child.
+std::atomic<pid_t> g_pid{0};
+void forget_pid_in_child() { g_pid.store(0, std::memory_order_relaxed); }
+const bool g_pid_fork_handler = ::pthread_atfork(nullptr, nullptr, forget_pid_in_child) == 0;
+
+pid_t own_pid() {
+  pid_t pid = g_pid.load(std::memory_order_relaxed);
+  if (pid == 0) {
+    pid = ::getpid();
+    g_pid.store(pid, std::memory_order_relaxed);
+  }
+  return pid;
+}
+
 }  // namespace
 
 bool pages_readable(std::uintptr_t start, std::uintptr_t end) noexcept {
@@ -36,7 +51,7 @@ bool pages_readable(std::uintptr_t start, std::uintptr_t end) noexcept {
     for (; count < kBatch && page < end; ++count, page += kPageBytes)
       remote[count] = iovec{reinterpret_cast<void*>(page), 1};
     local.iov_len = count;
-    ssize_t copied = ::process_vm_readv(::getpid(), &local, 1, remote, count, 0);
+    ssize_t copied = ::process_vm_readv(own_pid(), &local, 1, remote, count, 0);
     if (copied != static_cast<ssize_t>(count)) return false;
   }
   return true;
@@ -175,7 +190,8 @@ bool Cache::recover_already_registered(std::uintptr_t start) {
     if (!stale->state.compare_exchange_strong(idle, idle | kInvalid | kDead)) continue;
     remove_from_index(stale);
     evictions_.fetch_add(1, std::memory_order_relaxed);
-    destroy(stale);
+    Entry* victims[] = {stale};
+    destroy(victims);
     return true;
   }
   return false;
@@ -193,18 +209,19 @@ std::size_t Cache::evict_idle(std::size_t count_wanted, std::size_t bytes_wanted
   });
   // Evict a little more than asked so that a full cache does not scan on every miss.
   std::size_t slack = idle.size() / 16;
-  std::size_t evicted = 0, bytes = 0;
+  std::size_t bytes = 0;
+  std::vector<Entry*> victims;
   for (Entry* entry : idle) {
-    if (evicted >= count_wanted + slack && bytes >= bytes_wanted) break;
+    if (victims.size() >= count_wanted + slack && bytes >= bytes_wanted) break;
     std::uint64_t expected = 0;
     if (!entry->state.compare_exchange_strong(expected, kInvalid | kDead)) continue;  // hit meanwhile
     remove_from_index(entry);
     bytes += entry->length();
-    ++evicted;
-    destroy(entry);
+    victims.push_back(entry);
   }
-  evictions_.fetch_add(evicted, std::memory_order_relaxed);
-  return evicted;
+  if (!victims.empty()) destroy(victims);
+  evictions_.fetch_add(victims.size(), std::memory_order_relaxed);
+  return victims.size();
 }
 
 // A recycled entry (or a new one), still unclaimable by readers (kDead) until published.

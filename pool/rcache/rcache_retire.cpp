@@ -12,11 +12,6 @@
 namespace tether::rcache {
 namespace {
 
-struct Interval {
-  std::uintptr_t start;
-  std::uintptr_t end;
-};
-
 // Calls `visit` for each part of [start, end) that no interval in `covered` (sorted by
 // start) overlaps.
 template <class Visit>
@@ -68,15 +63,12 @@ void Cache::retire(Entry* entry) noexcept {
 
 void Cache::drain_retired() noexcept {
   Entry* list = retired_.exchange(nullptr, std::memory_order_acquire);
-  while (list != nullptr) {
-    Entry* entry = list;
-    list = entry->next_retired;
-    destroy(entry);
-  }
+  std::vector<Entry*> victims;
+  for (; list != nullptr; list = list->next_retired) victims.push_back(list);
+  if (!victims.empty()) destroy(victims);
 }
 
-// Deregisters an entry out of the index and keeps it for reuse (miss_mutex_ held).
-void Cache::destroy(Entry* entry) noexcept {
+void Cache::unlink(Entry* entry) noexcept {
   auto [first, last] = registered_.equal_range(entry->start);
   for (auto it = first; it != last; ++it) {
     if (it->second == entry) {
@@ -86,13 +78,63 @@ void Cache::destroy(Entry* entry) noexcept {
   }
   --held_count_;
   held_bytes_ -= entry->length();
+}
+
+// Deregisters entries out of the index and keeps them for reuse (miss_mutex_ held).
+// Pages are released in coalesced runs: evicting 64 neighbours costs one munlock, one
+// madvise and one UFFDIO_UNREGISTER, not 64 of each.
+void Cache::destroy(std::span<Entry* const> victims) noexcept {
+  for (Entry* entry : victims) unlink(entry);
   stat_entries_.store(held_count_, std::memory_order_relaxed);
   stat_bytes_.store(held_bytes_, std::memory_order_relaxed);
-  for (std::size_t slot = 0; slot < registrars_.size(); ++slot) deregister_pages(*entry, slot);
-  deregistrations_.fetch_add(1, std::memory_order_relaxed);
-  retired_hits_ += entry->hits.load(std::memory_order_relaxed);
-  entry->state.store(kInvalid | kDead, std::memory_order_release);
-  spare_entries_.push_back(entry);
+  std::vector<Interval> runs = released_runs(victims);
+  for (const Interval& run : runs) {
+    ::madvise(reinterpret_cast<void*>(run.start), run.end - run.start, MADV_DOFORK);
+    uffd_unwatch(run.start, run.end);
+  }
+  for (std::size_t slot = 0; slot < registrars_.size(); ++slot) {
+    if (!options_.non_nesting[slot]) {
+      for (Entry* entry : victims) registrars_[slot]->deregister(entry->registrations[slot]);
+      continue;
+    }
+    for (const Interval& run : runs) {
+      Registration part = victims.front()->registrations[slot];
+      part.address = reinterpret_cast<void*>(run.start);
+      part.length = run.end - run.start;
+      registrars_[slot]->deregister(part);
+    }
+  }
+  for (Entry* entry : victims) {
+    retired_hits_ += entry->hits.load(std::memory_order_relaxed);
+    entry->state.store(kInvalid | kDead, std::memory_order_release);
+    spare_entries_.push_back(entry);
+  }
+  deregistrations_.fetch_add(victims.size(), std::memory_order_relaxed);
+}
+
+// The pages of `victims` that no registered entry still covers, merged into runs.
+std::vector<Interval> Cache::released_runs(std::span<Entry* const> victims) const {
+  std::vector<Interval> pieces;
+  std::vector<Interval> covered;
+  for (const Entry* entry : victims) {
+    covered.clear();
+    std::uintptr_t from = entry->start > options_.chunk_bytes ? entry->start - options_.chunk_bytes : 0;
+    for (auto it = registered_.lower_bound(from); it != registered_.end() && it->first < entry->end; ++it) {
+      if (it->second->end > entry->start) covered.push_back({it->second->start, it->second->end});
+    }
+    for_each_uncovered(entry->start, entry->end, covered,
+                       [&](std::uintptr_t start, std::uintptr_t end) { pieces.push_back({start, end}); });
+  }
+  std::sort(pieces.begin(), pieces.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  std::vector<Interval> runs;
+  for (const Interval& piece : pieces) {
+    if (!runs.empty() && piece.start <= runs.back().end) {
+      runs.back().end = std::max(runs.back().end, piece.end);
+    } else {
+      runs.push_back(piece);
+    }
+  }
+  return runs;
 }
 
 // Page-granular release: for a registrar whose registrations do not nest, only the pages
