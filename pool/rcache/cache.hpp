@@ -33,9 +33,12 @@ struct alignas(64) Entry {
   Registration* registrations = nullptr;
   Entry* next_retired = nullptr;
   Access access = Access::all;
+  std::uint8_t fork_shared = 0;  // kSharedHead/kSharedTail: edge page not DONTFORK
   [[nodiscard]] std::size_t length() const noexcept { return end - start; }
 };
 static_assert(sizeof(Entry) == 64);
+inline constexpr std::uint8_t kSharedHead = 1;
+inline constexpr std::uint8_t kSharedTail = 2;
 
 class SpinLock {
  public:
@@ -90,6 +93,12 @@ class Cache {
   void flush() noexcept;
   RcacheStats stats() const noexcept;
 
+  // fork(): idle entries' DONTFORK pages go to the child too (freed heap memory may hold
+  // other objects by now); entries in use stay out of it.
+  void prepare_fork() noexcept;
+  void after_fork_in_parent() noexcept;
+  void after_fork_in_child() noexcept;
+
  private:
   // Hit path (registration_cache.cpp).
   Entry* take_hit(std::uintptr_t address, Access access) noexcept;
@@ -102,7 +111,8 @@ class Cache {
   std::uintptr_t gap_end(std::uintptr_t address, std::uintptr_t end) const noexcept;
   Expected<Entry*> register_entry(std::uintptr_t start, std::uintptr_t end, Access access);
   Entry* new_entry(std::uintptr_t start, std::uintptr_t end, Access access);
-  static void exclude_from_fork(const Entry& entry, std::uintptr_t request_start, std::uintptr_t request_end);
+  static void exclude_from_fork(Entry& entry, std::uintptr_t request_start, std::uintptr_t request_end);
+  static Interval dontfork_range(const Entry& entry) noexcept;
   Expected<void> make_room(std::size_t bytes);
   Expected<void> register_with_all(Entry& entry);
   bool recover_already_registered(std::uintptr_t start);
@@ -136,6 +146,7 @@ class Cache {
   std::vector<std::unique_ptr<Registration[]>> registration_blocks_;  // and their registrations
   static constexpr std::size_t kEntriesPerBlock = 256;
   std::uint64_t retired_hits_ = 0;
+  std::vector<Interval> fork_runs_;             // made forkable for the duration of a fork()
   alignas(64) std::atomic<std::uint64_t> clock_{1};  // read on every release: own line
   alignas(64) char clock_padding_[1] = {};
 

@@ -1,5 +1,7 @@
 // The memory monitor's fan-out: caches attach; every unmapped range reaches each of them.
 // Called from memory hooks on any thread, so it allocates nothing and takes no lock.
+#include <pthread.h>
+
 #include <atomic>
 
 #include "pool/rcache/cache.hpp"
@@ -13,6 +15,26 @@ std::atomic<Cache*> g_caches[kMaxCaches];
 std::atomic<int> g_attached{0};
 std::atomic<int> g_notifying{0};  // hooks inside monitor_notify now
 std::atomic<std::uint64_t> g_events{0};
+
+Cache* g_forking[kMaxCaches];  // the caches prepare_fork locked (fork is serialised)
+
+void prepare_fork() {
+  for (int i = 0; i < kMaxCaches; ++i) {
+    g_forking[i] = g_caches[i].load();
+    if (g_forking[i] != nullptr) g_forking[i]->prepare_fork();
+  }
+}
+void after_fork_in_parent() {
+  for (Cache* cache : g_forking) {
+    if (cache != nullptr) cache->after_fork_in_parent();
+  }
+}
+void after_fork_in_child() {
+  for (Cache* cache : g_forking) {
+    if (cache != nullptr) cache->after_fork_in_child();
+  }
+}
+const bool g_fork_handlers = ::pthread_atfork(prepare_fork, after_fork_in_parent, after_fork_in_child) == 0;
 
 }  // namespace
 

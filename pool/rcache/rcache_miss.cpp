@@ -71,10 +71,18 @@ Expected<Entry*> Cache::take_or_register(std::uintptr_t address, std::uintptr_t 
 
 // DONTFORK on the pages wholly inside the caller's buffer: a page it shares with other
 // heap blocks (malloc's headers) stays in the child, so a forked child's malloc works.
-void Cache::exclude_from_fork(const Entry& entry, std::uintptr_t request_start, std::uintptr_t request_end) {
-  std::uintptr_t start = std::max(entry.start, (request_start + kPageBytes - 1) & ~(kPageBytes - 1));
-  std::uintptr_t end = std::min(entry.end, request_end & ~(kPageBytes - 1));
-  if (start < end) ::madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTFORK);
+void Cache::exclude_from_fork(Entry& entry, std::uintptr_t request_start, std::uintptr_t request_end) {
+  entry.fork_shared = 0;
+  if (entry.start < ((request_start + kPageBytes - 1) & ~(kPageBytes - 1))) entry.fork_shared |= kSharedHead;
+  if (entry.end > (request_end & ~(kPageBytes - 1))) entry.fork_shared |= kSharedTail;
+  Interval range = dontfork_range(entry);
+  if (range.start < range.end) ::madvise(reinterpret_cast<void*>(range.start), range.end - range.start, MADV_DONTFORK);
+}
+
+Interval Cache::dontfork_range(const Entry& entry) noexcept {
+  std::uintptr_t start = entry.start + ((entry.fork_shared & kSharedHead) != 0 ? kPageBytes : 0);
+  std::uintptr_t end = entry.end - ((entry.fork_shared & kSharedTail) != 0 ? kPageBytes : 0);
+  return start < end ? Interval{start, end} : Interval{0, 0};
 }
 
 // The end of the piece starting at `address`: the request's end, the chunk's end, or
@@ -241,6 +249,7 @@ Entry* Cache::new_entry(std::uintptr_t start, std::uintptr_t end, Access access)
   entry->end = end;
   entry->access = access;
   entry->hits.store(0, std::memory_order_relaxed);
+  entry->fork_shared = kSharedHead | kSharedTail;  // nothing DONTFORK until exclude_from_fork
   entry->last_used.store(clock_.load(std::memory_order_relaxed), std::memory_order_relaxed);
   std::fill(entry->registrations, entry->registrations + registrars_.size(), Registration{});
   return entry;

@@ -227,6 +227,29 @@ void Cache::drain_pending() noexcept {
   if (overflow) invalidate_now(0, std::numeric_limits<std::uintptr_t>::max() & ~(kPageBytes - 1));
 }
 
+void Cache::prepare_fork() noexcept {
+  miss_mutex_.lock();  // held across fork(): no registration changes meanwhile
+  fork_runs_.clear();
+  for (const auto& [start, entry] : registered_) {
+    if (entry->state.load(std::memory_order_acquire) != 0) continue;  // in use, or dying
+    Interval range = dontfork_range(*entry);
+    if (range.start == range.end) continue;
+    if (!fork_runs_.empty() && fork_runs_.back().end == range.start) {
+      fork_runs_.back().end = range.end;
+    } else {
+      fork_runs_.push_back(range);
+    }
+  }
+  for (const Interval& run : fork_runs_) ::madvise(reinterpret_cast<void*>(run.start), run.end - run.start, MADV_DOFORK);
+}
+
+void Cache::after_fork_in_parent() noexcept {
+  for (const Interval& run : fork_runs_) ::madvise(reinterpret_cast<void*>(run.start), run.end - run.start, MADV_DONTFORK);
+  miss_mutex_.unlock();
+}
+
+void Cache::after_fork_in_child() noexcept { miss_mutex_.unlock(); }
+
 void Cache::flush() noexcept {
   std::lock_guard guard(miss_mutex_);
   MissPath holding;

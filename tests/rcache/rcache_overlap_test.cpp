@@ -1,5 +1,8 @@
 // Page-granular overlap, sliding requests, chunking, pool memory and bad input.
+#include <unistd.h>
+
 #include <limits>
+#include <vector>
 #include <string>
 
 #include "tests/rcache/rcache_test_support.hpp"
@@ -127,6 +130,30 @@ TEST(RcacheBadInput, ClearErrorsAndTheCacheUnchanged) {
   EXPECT_TRUE(good);
   ::munmap(base, 3 * kPage);
   ::munmap(edge, kPage);
+}
+
+}  // namespace
+}  // namespace tether
+
+namespace tether {
+namespace {
+
+TEST(RcacheSetup, DefaultLimitsAreBoundedAndTheGlobalCacheWorks) {
+  RcacheOptions options = RcacheOptions::from_config();
+  long pages = ::sysconf(_SC_PHYS_PAGES);
+  EXPECT_GT(options.max_count, 0u);
+  EXPECT_LE(options.max_count, 1u << 20);
+  EXPECT_GT(options.max_bytes, 0u);
+  EXPECT_LE(options.max_bytes, static_cast<std::size_t>(pages) * 4096);
+  EXPECT_EQ(options.chunk_bytes, std::size_t{2} << 20);
+  EXPECT_TRUE(options.leave_pinned);
+  auto cache = rcache_global();
+  ASSERT_TRUE(cache) << cache.error().message();
+  std::vector<char> buffer(100000, 'x');
+  auto first = (*cache)->acquire(buffer.data(), buffer.size());
+  auto second = (*cache)->acquire(buffer.data(), buffer.size());
+  ASSERT_TRUE(first && second);
+  EXPECT_GE((*cache)->stats().hits, 1u);
 }
 
 }  // namespace
