@@ -1,4 +1,6 @@
 // Limits by count and by bytes, both policies, and registrars running out of resources.
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -146,6 +148,51 @@ TEST(RcacheLimits, LeavePinnedOffDeregistersAtLastRelease) {
   EXPECT_EQ(cache->stats().entries_held, 0u);
   EXPECT_EQ(registrar.deregistrations, 1u);
   EXPECT_EQ(locked_kb(pages.base), 0);
+}
+
+}  // namespace
+}  // namespace tether
+
+namespace tether {
+namespace {
+
+// Failure injection: refuses, with EEXIST, a range starting where one it holds starts
+// (CUDA IPC's "already mapped" when a freed buffer comes back larger at the same base).
+class RefusingSameBaseRegistrar final : public testing::CountingMlockRegistrar {
+ public:
+  std::string_view name() const noexcept override { return "refusing-same-base"; }
+  Expected<Registration> register_range(void* address, std::size_t length, Access access) override {
+    std::lock_guard guard(mutex_);
+    if (bases_.count(address) != 0)
+      return make_error(Errc::registration_failed, "already mapped", "evict it", EEXIST);
+    bases_.insert(address);
+    return CountingMlockRegistrar::register_range(address, length, access);
+  }
+  void deregister(const Registration& registration) noexcept override {
+    {
+      std::lock_guard guard(mutex_);
+      bases_.erase(registration.address);
+    }
+    CountingMlockRegistrar::deregister(registration);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::set<void*> bases_;
+};
+
+TEST(RcacheLimits, AlreadyRegisteredAnswerEvictsTheOldEntryAndRetriesOnce) {
+  RefusingSameBaseRegistrar registrar;
+  auto cache = testing::make_cache(registrar);
+  void* base = testing::map_pages(16);
+  { ASSERT_TRUE(cache->acquire(base, 8 * testing::kPage, Access::local_read)); }  // idle
+  auto larger = cache->acquire(base, 16 * testing::kPage, Access::all);  // needs more rights
+  ASSERT_TRUE(larger) << larger.error().message();
+  EXPECT_EQ(cache->stats().evictions, 1u);
+  EXPECT_EQ(registrar.registrations, 2u);
+  EXPECT_EQ(larger->segment(0).length, 16 * testing::kPage);
+  larger->release();
+  ::munmap(base, 16 * testing::kPage);
 }
 
 }  // namespace

@@ -176,6 +176,22 @@ TEST(RcacheReuse, MremapMovingARange) {
   ::munmap(moved, 16 * kPage);
 }
 
+TEST(RcacheReuse, MadviseDontneedInvalidates) {
+  rcache::interpose_enable(true);
+  CountingMlockRegistrar registrar;
+  auto cache = make_cache(registrar);
+  void* address = map_pages(8);
+  fill(address, 8 * kPage, 1);
+  { ASSERT_TRUE(cache->acquire(address, 8 * kPage)); }
+  ::madvise(address, 8 * kPage, MADV_DONTNEED);  // refused on locked pages, still reported
+  EXPECT_EQ(cache->stats().invalidations, 1u);
+  auto handle = cache->acquire(address, 8 * kPage);
+  ASSERT_TRUE(handle);
+  EXPECT_EQ(registrar.registrations, 2u);
+  handle->release();
+  ::munmap(address, 8 * kPage);
+}
+
 TEST(RcacheReuse, FreeOfAnMmappedBlockIsSeenByUserfaultfd) {
   rcache::interpose_enable(true);
   auto started = rcache::uffd_start();
