@@ -28,6 +28,24 @@ constexpr Option kOptions[] = {
      "Most bytes of free buffers one thread keeps for itself before returning them"},
 
     // Registration cache for user memory (pool/rcache)
+    {"TETHER_RCACHE_MAX_COUNT", "auto", Kind::size,
+     "Most entries registered at once (a count; auto: vm.max_map_count / 4)"},
+    {"TETHER_RCACHE_MAX_BYTES", "auto", Kind::size,
+     "Most bytes registered at once (auto: a quarter of RAM, or RLIMIT_MEMLOCK if lower)"},
+    {"TETHER_RCACHE_CHUNK", "2M", Kind::size,
+     "Registrations never cross a multiple of this; larger sends are registered chunk by chunk"},
+    {"TETHER_RCACHE_LEAVE_PINNED", "on", Kind::boolean,
+     "Keep released entries registered until a limit needs room (off: deregister at last release)"},
+    {"TETHER_RCACHE_OVER_LIMIT", "uncached", Kind::choice,
+     "Past a limit with every entry in use: register without caching, or fail the request",
+     "uncached|fail"},
+    {"TETHER_RCACHE_MONITOR", "auto", Kind::choice,
+     "What reports unmapped memory: userfaultfd events plus interposed unmapping calls (auto, "
+     "uffd), interposition only, or nothing (none: only with TETHER_MALLOC_KEEP=on)",
+     "auto|uffd|interpose|none"},
+    {"TETHER_MALLOC_KEEP", "off", Kind::boolean,
+     "Tell glibc never to return heap memory (no trim, no mmapped blocks): cached registrations "
+     "of malloc'd buffers never go stale; the process keeps its peak heap"},
 
     // Transports (transport/)
     {"TETHER_OFI_PROVIDER", "auto", Kind::text,

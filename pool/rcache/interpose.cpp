@@ -1,0 +1,99 @@
+// The interposition monitor: libtether.so defines the unmapping calls, so every call
+// through the PLT (the application's, other libraries') reports the range to the caches
+// before the kernel drops it. glibc's own calls (free() of an mmapped block, heap trim)
+// bind inside libc and are not seen: the userfaultfd monitor or TETHER_MALLOC_KEEP
+// covers them (see pool/rcache/README.md).
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdarg>
+#include <cstdint>
+
+#include "pool/rcache/cache.hpp"
+#include "pool/rcache/monitor.hpp"
+
+namespace tether::rcache {
+namespace {
+
+std::atomic<bool> g_interpose{false};
+
+bool drops_pages(int advice) { return advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_REMOVE; }
+
+void report(const void* address, std::size_t length) noexcept {
+  if (g_interpose.load(std::memory_order_relaxed)) monitor_notify(address, length);
+}
+
+using BrkFunction = int (*)(void*);
+using SbrkFunction = void* (*)(intptr_t);
+
+// brk/sbrk keep glibc's idea of the break: call the next definition, not the syscall.
+template <class Function>
+Function next_definition(const char* name, std::atomic<void*>& cache) noexcept {
+  void* found = cache.load(std::memory_order_acquire);
+  if (found == nullptr) {
+    found = ::dlsym(RTLD_NEXT, name);
+    cache.store(found, std::memory_order_release);
+  }
+  return reinterpret_cast<Function>(found);
+}
+
+std::atomic<void*> g_next_brk{nullptr};
+std::atomic<void*> g_next_sbrk{nullptr};
+
+}  // namespace
+
+void interpose_enable(bool on) noexcept { g_interpose.store(on, std::memory_order_relaxed); }
+bool interpose_enabled() noexcept { return g_interpose.load(std::memory_order_relaxed); }
+
+}  // namespace tether::rcache
+
+using tether::rcache::report;
+
+extern "C" {
+
+__attribute__((visibility("default"))) int munmap(void* address, size_t length) noexcept {
+  report(address, length);
+  return static_cast<int>(::syscall(SYS_munmap, address, length));
+}
+
+__attribute__((visibility("default"))) void* mremap(void* old_address, size_t old_size, size_t new_size,
+                                                    int flags, ...) noexcept {
+  void* new_address = nullptr;
+  if ((flags & MREMAP_FIXED) != 0) {
+    va_list arguments;
+    va_start(arguments, flags);
+    new_address = va_arg(arguments, void*);
+    va_end(arguments);
+    report(new_address, new_size);  // whatever was mapped there goes away
+  }
+  // Moving or shrinking drops the old range's mapping (growing in place keeps it; a
+  // move cannot be known in advance, so every remap invalidates the old range).
+  report(old_address, old_size);
+  return reinterpret_cast<void*>(::syscall(SYS_mremap, old_address, old_size, new_size, flags, new_address));
+}
+
+__attribute__((visibility("default"))) int madvise(void* address, size_t length, int advice) noexcept {
+  if (tether::rcache::drops_pages(advice)) report(address, length);
+  return static_cast<int>(::syscall(SYS_madvise, address, length, advice));
+}
+
+__attribute__((visibility("default"))) int brk(void* address) noexcept {
+  void* now = reinterpret_cast<void*>(::syscall(SYS_brk, 0));
+  if (address < now) report(address, static_cast<size_t>(static_cast<char*>(now) - static_cast<char*>(address)));
+  auto next = tether::rcache::next_definition<tether::rcache::BrkFunction>("brk", tether::rcache::g_next_brk);
+  return next != nullptr ? next(address) : -1;
+}
+
+__attribute__((visibility("default"))) void* sbrk(intptr_t increment) noexcept {
+  if (increment < 0) {
+    auto* now = static_cast<char*>(reinterpret_cast<void*>(::syscall(SYS_brk, 0)));
+    report(now + increment, static_cast<size_t>(-increment));
+  }
+  auto next = tether::rcache::next_definition<tether::rcache::SbrkFunction>("sbrk", tether::rcache::g_next_sbrk);
+  return next != nullptr ? next(increment) : reinterpret_cast<void*>(-1);
+}
+
+}  // extern "C"

@@ -1,0 +1,34 @@
+// Memory monitors: what tells the registration cache that memory went away.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tether/error.hpp"
+
+namespace tether::rcache {
+
+enum class MonitorKind : std::uint8_t { interpose, uffd, none };
+
+// Interposition: libtether's munmap/mremap/madvise/brk/sbrk report to the caches.
+void interpose_enable(bool on) noexcept;
+[[nodiscard]] bool interpose_enabled() noexcept;
+
+// userfaultfd: a thread reads UFFD_EVENT_UNMAP/REMOVE/REMAP for every range registered
+// with uffd_watch(). Started once per process.
+[[nodiscard]] Expected<void> uffd_start();
+// Adds [address, address + length) (page-aligned) to the watched ranges; false if the
+// kernel refused (file-backed memory, for one): the interposition hooks still see it.
+bool uffd_watch(std::uintptr_t start, std::uintptr_t end) noexcept;
+void uffd_unwatch(std::uintptr_t start, std::uintptr_t end) noexcept;
+[[nodiscard]] bool uffd_running() noexcept;
+// Waits while the reader is telling the caches about events it has read.
+void uffd_wait_idle() noexcept;
+
+// TETHER_MALLOC_KEEP: glibc never trims the heap nor serves blocks with mmap.
+void malloc_keep_enable() noexcept;
+
+// Unmapping events seen by the monitors since start (for tests and stats).
+[[nodiscard]] std::uint64_t monitor_events() noexcept;
+
+}  // namespace tether::rcache

@@ -1,0 +1,284 @@
+// The hit path: page-align the request, look each page up in the page table, take a
+// reference with one compare-and-swap and check the entry still covers the page.
+#include <immintrin.h>
+#include <pthread.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "pool/rcache/cache.hpp"
+#include "pool/rcache/monitor.hpp"
+#include "runtime/base/log.hpp"
+
+namespace tether::rcache {
+namespace {
+
+// initial-exec: a plain %fs-relative access on the hit path, no __tls_get_addr call.
+__attribute__((tls_model("initial-exec"))) thread_local int t_critical_depth = 0;
+
+std::uintptr_t align_down(std::uintptr_t value) noexcept { return value & ~(kPageBytes - 1); }
+
+Expected<std::uintptr_t> checked_end(const void* address, std::size_t length) {
+  auto start = reinterpret_cast<std::uintptr_t>(address);
+  if (address == nullptr)
+    return make_error(Errc::invalid_argument, "acquire() was given a NULL address",
+                      "pass the buffer that is sent or received");
+  if (length == 0)
+    return make_error(Errc::invalid_argument, fmt::format("acquire({}, 0) asks for zero bytes", address),
+                      "skip registration for empty messages");
+  constexpr auto kMax = std::numeric_limits<std::uintptr_t>::max();
+  if (length > kMax - start || start + length > kMax - kPageBytes)
+    return make_error(Errc::invalid_argument,
+                      fmt::format("acquire({}, {}) runs past the end of the address space", address, length),
+                      "pass the real length of the buffer");
+  return (start + length + kPageBytes - 1) & ~(kPageBytes - 1);
+}
+
+// The pool's arenas are DONTFORK: a forked child inherits the pool's map of them but not
+// the memory, and may map other things there. The child must not trust pool_find.
+std::atomic<bool> g_pool_memory_present{true};
+void forget_pool_in_child() { g_pool_memory_present.store(false, std::memory_order_relaxed); }
+const bool g_fork_handler = ::pthread_atfork(nullptr, nullptr, forget_pool_in_child) == 0;
+
+bool from_pool(const void* address, std::size_t length, PoolLocation& location) {
+  return g_pool_memory_present.load(std::memory_order_relaxed) && pool_find(address, location) &&
+         location.offset + length <= location.arena_length;
+}
+
+}  // namespace
+
+void SpinLock::lock() noexcept {
+  while (locked_.exchange(true, std::memory_order_acquire)) {
+    while (locked_.load(std::memory_order_relaxed)) _mm_pause();
+  }
+}
+
+static __attribute__((tls_model("initial-exec"))) thread_local int t_miss_path_depth = 0;
+MissPath::MissPath() noexcept { ++t_miss_path_depth; }
+MissPath::~MissPath() { --t_miss_path_depth; }
+bool MissPath::held() noexcept { return t_miss_path_depth > 0; }
+
+CriticalSection::CriticalSection() noexcept { ++t_critical_depth; }
+CriticalSection::~CriticalSection() { --t_critical_depth; }
+bool CriticalSection::active() noexcept { return t_critical_depth > 0; }
+
+Cache::Cache(std::span<Registrar* const> registrars, RcacheOptions options)
+    : registrars_(registrars.begin(), registrars.end()), options_(std::move(options)) {
+  options_.non_nesting.resize(registrars_.size(), false);
+  monitor_attach(this);
+}
+
+Cache::~Cache() {
+  monitor_detach(this);
+  drain_pending();
+  flush();
+}
+
+
+// Lock-free: the entry may be retired and recycled between the lookup and the CAS, so
+// after taking the reference the slot and the range are checked again.
+Entry* Cache::take_hit(std::uintptr_t address, Access access) noexcept {
+  Entry* entry = table_.find(address);
+  if (entry == nullptr) return nullptr;
+  std::uint64_t state = entry->state.load(std::memory_order_relaxed);
+  do {
+    if ((state & (kInvalid | kDead)) != 0) return nullptr;
+  } while (!entry->state.compare_exchange_weak(state, state + 1, std::memory_order_acquire));
+  auto wanted = static_cast<std::uint32_t>(access);
+  bool covers = entry->start <= address && address < entry->end &&
+                (static_cast<std::uint32_t>(entry->access) & wanted) == wanted;
+  if (!covers || table_.find(address) != entry) {
+    release(entry);
+    return nullptr;
+  }
+  entry->hits.store(entry->hits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  return entry;
+}
+
+Expected<RcacheHandle> Cache::acquire(const void* address, std::size_t length, Access access) {
+  auto end = checked_end(address, length);
+  if (!end) return tl::unexpected(end.error());
+  if (uffd_running()) uffd_wait_idle();
+  if (pending_count_.load(std::memory_order_acquire) != 0) drain_pending();
+  RcacheHandle handle;
+  handle.cache_ = this;
+  PoolLocation location;
+  if (from_pool(address, length, location)) {
+    pool_hits_.fetch_add(1, std::memory_order_relaxed);
+    handle.pool_registrations_ = location.registrations;
+    handle.pool_base_ = location.arena_base;
+    handle.pool_length_ = location.arena_length;
+    handle.count_ = 1;
+    return handle;
+  }
+  std::uintptr_t cursor = align_down(reinterpret_cast<std::uintptr_t>(address));
+  while (cursor < *end) {
+    Entry* entry = take_hit(cursor, access);
+    if (entry == nullptr) {
+      auto registered = take_or_register(cursor, *end, access, reinterpret_cast<std::uintptr_t>(address),
+                                         reinterpret_cast<std::uintptr_t>(address) + length);
+      if (!registered) return tl::unexpected(registered.error());
+      entry = *registered;
+    }
+    handle.push(entry);
+    cursor = entry->end;
+  }
+  return handle;
+}
+
+void Cache::release(Entry* entry) noexcept {
+  if (options_.leave_pinned)
+    entry->last_used.store(clock_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  std::uint64_t before = entry->state.fetch_sub(1, std::memory_order_acq_rel);
+  if ((before & kRefMask) != 1) return;
+  if ((before & kInvalid) != 0 || !options_.leave_pinned) retire(entry);
+}
+
+RcacheStats Cache::stats() const noexcept {
+  if (uffd_running()) uffd_wait_idle();  // events already read are counted
+  RcacheStats stats;
+  stats.misses = misses_.load(std::memory_order_relaxed);
+  stats.registrations = registrations_.load(std::memory_order_relaxed);
+  stats.registered_bytes_total = registered_bytes_.load(std::memory_order_relaxed);
+  stats.deregistrations = deregistrations_.load(std::memory_order_relaxed);
+  stats.evictions = evictions_.load(std::memory_order_relaxed);
+  stats.invalidations = invalidations_.load(std::memory_order_relaxed);
+  stats.uncached = uncached_.load(std::memory_order_relaxed);
+  stats.pool_hits = pool_hits_.load(std::memory_order_relaxed);
+  stats.entries_held = stat_entries_.load(std::memory_order_relaxed);
+  stats.bytes_held = stat_bytes_.load(std::memory_order_relaxed);
+  auto* self = const_cast<Cache*>(this);
+  std::lock_guard guard(self->miss_mutex_);
+  stats.hits = retired_hits_;
+  for (const auto& [start, entry] : registered_) {
+    stats.hits += entry->hits.load(std::memory_order_relaxed);
+    if ((entry->state.load(std::memory_order_relaxed) & kRefMask) != 0) ++stats.entries_in_use;
+  }
+  return stats;
+}
+
+}  // namespace tether::rcache
+
+namespace tether {
+
+// --- RcacheHandle ---
+
+RcacheHandle::RcacheHandle(RcacheHandle&& other) noexcept { steal(other); }
+
+RcacheHandle& RcacheHandle::operator=(RcacheHandle&& other) noexcept {
+  if (this != &other) {
+    release();
+    steal(other);
+  }
+  return *this;
+}
+
+void RcacheHandle::steal(RcacheHandle& other) noexcept {
+  cache_ = other.cache_;
+  std::memcpy(inline_, other.inline_, sizeof inline_);
+  spill_ = other.spill_;
+  count_ = other.count_;
+  capacity_ = other.capacity_;
+  pool_registrations_ = other.pool_registrations_;
+  pool_base_ = other.pool_base_;
+  pool_length_ = other.pool_length_;
+  other.spill_ = nullptr;
+  other.count_ = 0;
+  other.capacity_ = kInline;
+  other.pool_registrations_ = nullptr;
+}
+
+void RcacheHandle::push(rcache::Entry* entry) {
+  if (count_ == capacity_) {
+    std::size_t grown = capacity_ * 2;
+    auto** bigger = static_cast<rcache::Entry**>(std::malloc(grown * sizeof(rcache::Entry*)));
+    if (bigger == nullptr) throw std::bad_alloc();
+    std::memcpy(bigger, entries(), count_ * sizeof(rcache::Entry*));
+    std::free(spill_);
+    spill_ = bigger;
+    capacity_ = grown;
+  }
+  entries()[count_++] = entry;
+}
+
+RcacheSegment RcacheHandle::segment(std::size_t index) const noexcept {
+  if (index >= count_) return {};
+  if (pool_registrations_ != nullptr) return {pool_base_, pool_length_, pool_registrations_};
+  const rcache::Entry* entry = entries()[index];
+  return {reinterpret_cast<void*>(entry->start), entry->length(), entry->registrations};
+}
+
+RcacheSegment RcacheHandle::segment_at(const void* address) const noexcept {
+  auto wanted = reinterpret_cast<std::uintptr_t>(address);
+  for (std::size_t i = 0; i < count_; ++i) {
+    RcacheSegment piece = segment(i);
+    auto start = reinterpret_cast<std::uintptr_t>(piece.address);
+    if (wanted >= start && wanted < start + piece.length) return piece;
+  }
+  return {};
+}
+
+void RcacheHandle::release() noexcept {
+  if (pool_registrations_ == nullptr) {
+    for (std::size_t i = 0; i < count_; ++i) cache_->release(entries()[i]);
+  }
+  std::free(spill_);
+  spill_ = nullptr;
+  count_ = 0;
+  capacity_ = kInline;
+  pool_registrations_ = nullptr;
+}
+
+// --- RegistrationCache ---
+
+RegistrationCache::RegistrationCache(std::unique_ptr<rcache::Cache> cache) noexcept
+    : cache_(std::move(cache)) {}
+
+RegistrationCache::~RegistrationCache() {
+  std::uint64_t held = cache_->stats().entries_in_use;
+  if (held == 0) return;
+  // Handles still point into the cache: keep it (and its registrations) alive so that
+  // their later release is safe, and say so.
+  log::warn("rcache",
+            "the registration cache is destroyed while handles still hold {} entries; it stays in "
+            "memory with their registrations (release every RcacheHandle before destroying the cache)",
+            held);
+  static_cast<void>(cache_.release());
+}
+
+Expected<std::unique_ptr<RegistrationCache>> RegistrationCache::create(
+    std::span<Registrar* const> registrars, RcacheOptions options) {
+  if (registrars.empty() || registrars.size() > static_cast<std::size_t>(kMaxRegistrars))
+    return make_error(Errc::invalid_argument,
+                      fmt::format("a registration cache needs 1 to {} registrars, not {}", kMaxRegistrars,
+                                  registrars.size()),
+                      "pass one registrar per transport domain");
+  std::size_t chunk = options.chunk_bytes;
+  if (chunk < (std::size_t{64} << 10) || (chunk & (chunk - 1)) != 0)
+    return make_error(Errc::config, fmt::format("the chunk size {} is not a power of two of at least 64K", chunk),
+                      "set TETHER_RCACHE_CHUNK to 64K, 2M, 4M ...");
+  RcacheOptions defaults = RcacheOptions::from_config();
+  if (options.max_count == 0) options.max_count = defaults.max_count;
+  if (options.max_bytes == 0) options.max_bytes = defaults.max_bytes;
+  auto cache = std::make_unique<rcache::Cache>(registrars, std::move(options));
+  return std::unique_ptr<RegistrationCache>(new RegistrationCache(std::move(cache)));
+}
+
+Expected<RcacheHandle> RegistrationCache::acquire(const void* address, std::size_t length, Access access) {
+  return cache_->acquire(address, length, access);
+}
+
+RcacheStats RegistrationCache::stats() const noexcept { return cache_->stats(); }
+
+void RegistrationCache::invalidate(const void* address, std::size_t length) noexcept {
+  auto start = reinterpret_cast<std::uintptr_t>(address);
+  if (length == 0 || length > std::numeric_limits<std::uintptr_t>::max() - start) return;
+  cache_->invalidate(start, start + length);
+}
+
+void RegistrationCache::flush() noexcept { cache_->flush(); }
+
+}  // namespace tether

@@ -1,0 +1,223 @@
+// Memory freed and mapped again at the same address never reuses a stale registration.
+#include <sys/syscall.h>
+
+#include <cstdlib>
+
+#include "pool/rcache/monitor.hpp"
+#include "tests/rcache/rcache_test_support.hpp"
+
+namespace tether {
+namespace {
+
+using namespace testing;
+
+enum class Unmap { interposed_call, raw_syscall_seen_by_uffd };
+
+void start_monitor(Unmap way) {
+  rcache::interpose_enable(true);
+  if (way == Unmap::raw_syscall_seen_by_uffd) {
+    auto started = rcache::uffd_start();
+    ASSERT_TRUE(started) << started.error().message();
+  }
+}
+
+int unmap(void* address, std::size_t length, Unmap way) {
+  if (way == Unmap::interposed_call) return ::munmap(address, length);
+  return static_cast<int>(::syscall(SYS_munmap, address, length));  // only uffd sees this
+}
+
+class RcacheReuseTest : public ::testing::TestWithParam<Unmap> {
+ protected:
+  void SetUp() override { start_monitor(GetParam()); }
+};
+
+// Mallocs two adjacent 32 KiB blocks, acquires and releases the first, frees both so that
+// they coalesce; returns where the first was (0 if glibc did not place them adjacent).
+std::uintptr_t register_and_free_adjacent(RegistrationCache& cache) {
+  constexpr std::size_t kSize = 32 * 1024;
+  void* first = std::calloc(1, kSize);
+  void* second = std::calloc(1, kSize);
+  auto address = reinterpret_cast<std::uintptr_t>(first);
+  bool adjacent = reinterpret_cast<std::uintptr_t>(second) == address + kSize + 16;
+  bool acquired = adjacent && cache.acquire(first, kSize).has_value();
+  std::free(second);
+  std::free(first);
+  return acquired ? address : 0;
+}
+
+TEST(RcacheReuse, FreedSmallBlockComesBackLargerAndMisses) {
+  rcache::interpose_enable(true);
+  CountingMlockRegistrar registrar;
+  auto cache = make_cache(registrar);
+  std::uintptr_t small_address = register_and_free_adjacent(*cache);
+  if (small_address == 0) GTEST_SKIP() << "glibc did not place two 32 KiB blocks next to each other";
+  void* large = std::malloc(64 * 1024);
+  ASSERT_NE(large, nullptr);
+  if (reinterpret_cast<std::uintptr_t>(large) != small_address) {
+    std::free(large);
+    GTEST_SKIP() << "glibc did not return the same base";
+  }
+  std::uint64_t misses = cache->stats().misses;
+  std::uint64_t expected = fill(large, 64 * 1024, 7);
+  auto handle = cache->acquire(large, 64 * 1024);
+  ASSERT_TRUE(handle) << handle.error().message();
+  EXPECT_GT(cache->stats().misses, misses) << "the 64 KiB request must register its new pages";
+  EXPECT_EQ(checksum_through(*handle, large, 64 * 1024), expected);
+  std::uintptr_t end = reinterpret_cast<std::uintptr_t>(large) + 64 * 1024;
+  RcacheSegment last = handle->segment_at(reinterpret_cast<void*>(end - 1));
+  EXPECT_GE(reinterpret_cast<std::uintptr_t>(last.address) + last.length, end);
+  handle->release();
+  std::free(large);
+}
+
+TEST_P(RcacheReuseTest, RemappedAddressSeesNewData) {
+  CountingMlockRegistrar registrar;
+  auto cache = make_cache(registrar);
+  void* first = map_pages(16);
+  ASSERT_NE(first, nullptr);
+  std::uint64_t old_sum = fill(first, 16 * kPage, 1);
+  std::uint64_t old_key = 0;
+  {
+    auto handle = cache->acquire(first, 16 * kPage);
+    ASSERT_TRUE(handle) << handle.error().message();
+    EXPECT_EQ(checksum_through(*handle, first, 16 * kPage), old_sum);
+    old_key = handle->segment(0).registrations[0].remote_key;
+  }
+  ASSERT_EQ(unmap(first, 16 * kPage, GetParam()), 0);
+  void* second = map_pages(16, first);
+  ASSERT_EQ(second, first) << "could not map again at the same address";
+  std::uint64_t new_sum = fill(second, 16 * kPage, 2);
+  ASSERT_NE(new_sum, old_sum);
+  auto handle = cache->acquire(second, 16 * kPage);
+  ASSERT_TRUE(handle) << handle.error().message();
+  EXPECT_NE(handle->segment(0).registrations[0].remote_key, old_key) << "a stale registration was reused";
+  EXPECT_EQ(checksum_through(*handle, second, 16 * kPage), new_sum);
+  EXPECT_GE(cache->stats().invalidations, 1u);
+  handle->release();
+  ::munmap(second, 16 * kPage);
+}
+
+TEST_P(RcacheReuseTest, ReleasingTheStaleHandleKeepsTheNewRegistration) {
+  CountingMlockRegistrar registrar;
+  auto cache = make_cache(registrar);
+  void* address = map_pages(16);
+  ASSERT_NE(address, nullptr);
+  fill(address, 16 * kPage, 3);
+  auto stale = cache->acquire(address, 16 * kPage);
+  ASSERT_TRUE(stale);
+  ASSERT_EQ(unmap(address, 16 * kPage, GetParam()), 0);
+  ASSERT_EQ(map_pages(16, address), address);
+  std::uint64_t sum = fill(address, 16 * kPage, 4);
+  auto fresh = cache->acquire(address, 16 * kPage);
+  ASSERT_TRUE(fresh);
+  EXPECT_NE(fresh->segment(0).registrations[0].remote_key, stale->segment(0).registrations[0].remote_key);
+  EXPECT_EQ(locked_kb(address), 64);
+  stale->release();  // must not unlock the pages the fresh registration holds
+  EXPECT_EQ(locked_kb(address), 64) << "releasing the stale handle unpinned the new registration";
+  EXPECT_EQ(checksum_through(*fresh, address, 16 * kPage), sum);
+  // Its monitoring survives too: unmapping again invalidates the fresh entry.
+  std::uint64_t invalidations = cache->stats().invalidations;
+  ASSERT_EQ(unmap(address, 16 * kPage, GetParam()), 0);
+  ASSERT_EQ(map_pages(16, address), address);
+  EXPECT_EQ(cache->stats().invalidations, invalidations + 1);
+  auto third = cache->acquire(address, 16 * kPage);
+  ASSERT_TRUE(third);
+  EXPECT_NE(third->segment(0).registrations[0].remote_key, fresh->segment(0).registrations[0].remote_key);
+  fresh->release();
+  third->release();
+  ::munmap(address, 16 * kPage);
+}
+
+TEST_P(RcacheReuseTest, PartialUnmapOfTheMiddle) {
+  CountingMlockRegistrar registrar;
+  auto cache = make_cache(registrar);
+  auto* base = static_cast<char*>(map_pages(16));
+  ASSERT_NE(base, nullptr);
+  fill(base, 16 * kPage, 5);
+  { ASSERT_TRUE(cache->acquire(base, 16 * kPage)); }
+  ASSERT_EQ(unmap(base + 6 * kPage, 4 * kPage, GetParam()), 0);
+  EXPECT_EQ(cache->stats().invalidations, 1u);
+  std::uint64_t registrations = registrar.registrations;
+  std::uint64_t head = fill(base, 6 * kPage, 6);
+  auto front = cache->acquire(base, 6 * kPage);
+  ASSERT_TRUE(front) << front.error().message();
+  EXPECT_EQ(checksum_through(*front, base, 6 * kPage), head);
+  auto back = cache->acquire(base + 10 * kPage, 6 * kPage);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(registrar.registrations, registrations + 2);
+  auto hole = cache->acquire(base + 5 * kPage, 2 * kPage);
+  ASSERT_FALSE(hole);
+  EXPECT_EQ(hole.error().code, Errc::invalid_argument);
+  front->release();
+  back->release();
+  ::munmap(base, 6 * kPage);
+  ::munmap(base + 10 * kPage, 6 * kPage);
+}
+
+TEST(RcacheReuse, MremapMovingARange) {
+  rcache::interpose_enable(true);
+  CountingMlockRegistrar registrar;
+  auto cache = make_cache(registrar);
+  void* old_address = map_pages(8);
+  void* target = map_pages(16);
+  ASSERT_TRUE(old_address != nullptr && target != nullptr);
+  std::uint64_t sum = fill(old_address, 8 * kPage, 8);
+  { ASSERT_TRUE(cache->acquire(old_address, 8 * kPage)); }
+  void* moved = ::mremap(old_address, 8 * kPage, 16 * kPage, MREMAP_MAYMOVE | MREMAP_FIXED, target);
+  ASSERT_EQ(moved, target);
+  EXPECT_EQ(cache->stats().invalidations, 1u);
+  auto handle = cache->acquire(moved, 8 * kPage);
+  ASSERT_TRUE(handle);
+  EXPECT_EQ(checksum_through(*handle, moved, 8 * kPage), sum);
+  auto gone = cache->acquire(old_address, 8 * kPage);
+  ASSERT_FALSE(gone) << "the old range is unmapped";
+  EXPECT_EQ(gone.error().code, Errc::invalid_argument);
+  handle->release();
+  ::munmap(moved, 16 * kPage);
+}
+
+TEST(RcacheReuse, MadviseDontneedInvalidates) {
+  rcache::interpose_enable(true);
+  CountingMlockRegistrar registrar;
+  auto cache = make_cache(registrar);
+  void* address = map_pages(8);
+  fill(address, 8 * kPage, 1);
+  { ASSERT_TRUE(cache->acquire(address, 8 * kPage)); }
+  ::madvise(address, 8 * kPage, MADV_DONTNEED);  // refused on locked pages, still reported
+  EXPECT_EQ(cache->stats().invalidations, 1u);
+  auto handle = cache->acquire(address, 8 * kPage);
+  ASSERT_TRUE(handle);
+  EXPECT_EQ(registrar.registrations, 2u);
+  handle->release();
+  ::munmap(address, 8 * kPage);
+}
+
+TEST(RcacheReuse, FreeOfAnMmappedBlockIsSeenByUserfaultfd) {
+  rcache::interpose_enable(true);
+  auto started = rcache::uffd_start();
+  if (!started) GTEST_SKIP() << started.error().message();
+  CountingMlockRegistrar registrar;
+  auto cache = make_cache(registrar);
+  constexpr std::size_t kSize = 1 << 20;  // above the mmap threshold: free() unmaps it inside glibc
+  void* block = std::malloc(kSize);
+  ASSERT_NE(block, nullptr);
+  { ASSERT_TRUE(cache->acquire(block, kSize)); }
+  std::free(block);
+  EXPECT_GE(cache->stats().invalidations, 1u) << "free() of an mmapped block went unnoticed";
+  void* again = std::malloc(kSize);
+  std::uint64_t sum = fill(again, kSize, 9);
+  auto handle = cache->acquire(again, kSize);
+  ASSERT_TRUE(handle);
+  EXPECT_EQ(checksum_through(*handle, again, kSize), sum);
+  handle->release();
+  std::free(again);
+}
+
+INSTANTIATE_TEST_SUITE_P(Monitors, RcacheReuseTest,
+                         ::testing::Values(Unmap::interposed_call, Unmap::raw_syscall_seen_by_uffd),
+                         [](const auto& param_info) {
+                           return param_info.param == Unmap::interposed_call ? "interpose" : "uffd";
+                         });
+
+}  // namespace
+}  // namespace tether
