@@ -1,0 +1,75 @@
+// One rank's share of the grid: `fields` arrays of its cells plus ghost layers of width
+// `radius` on the active axes, two copies (current and next) swapped every iteration.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "apps/core/decomposition.hpp"
+#include "apps/core/problem.hpp"
+
+namespace tether::apps {
+
+// A box of local cell indices, half-open; indices may be negative (ghosts).
+struct Box {
+  Cells3 lo{0, 0, 0};
+  Cells3 hi{0, 0, 0};
+  [[nodiscard]] std::int64_t cells() const { return (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]); }
+};
+
+class Block {
+ public:
+  Block(const Problem& problem, int rank);
+
+  [[nodiscard]] const Cells3& offset() const { return offset_; }   // first owned global cell
+  [[nodiscard]] const Cells3& extent() const { return extent_; }   // owned cells per axis
+  [[nodiscard]] const Cells3& ghost() const { return ghost_; }     // ghost width per axis
+  [[nodiscard]] std::int64_t owned_cells() const { return extent_[0] * extent_[1] * extent_[2]; }
+  [[nodiscard]] int fields() const { return fields_; }
+
+  // Element offset of local cell (x, y, z) inside one field; ghosts have negative indices.
+  [[nodiscard]] std::size_t index(std::int64_t x, std::int64_t y, std::int64_t z) const {
+    return static_cast<std::size_t>((x + ghost_[0]) + stride_y_ * (y + ghost_[1]) + stride_z_ * (z + ghost_[2]));
+  }
+  [[nodiscard]] std::int64_t stride_y() const { return stride_y_; }
+  [[nodiscard]] std::int64_t stride_z() const { return stride_z_; }
+
+  [[nodiscard]] double* current(int field) { return current_.data() + field_offset(field); }
+  [[nodiscard]] const double* current(int field) const { return current_.data() + field_offset(field); }
+  [[nodiscard]] double* next(int field) { return next_.data() + field_offset(field); }
+  void swap_current_and_next() { current_.swap(next_); }
+
+  // Owned cells sent across `face` (depth = radius) and the ghost cells filled from it.
+  [[nodiscard]] Box send_box(int face) const;
+  [[nodiscard]] Box ghost_box(int face) const;
+  // Doubles in one face message: every field's cells of send_box(face).
+  [[nodiscard]] std::size_t face_doubles(int face) const;
+
+  void pack(int face, std::span<double> buffer) const;
+  void unpack(int face, std::span<const double> buffer);
+  // Ghosts beyond the global edge mirror the owned cells with the sign flipped (odd
+  // reflection), so a sine that vanishes one cell outside the grid stays an eigenvector.
+  void reflect_at_edge(int face);
+
+ private:
+  [[nodiscard]] std::size_t field_offset(int field) const { return static_cast<std::size_t>(field) * field_cells_; }
+
+  Cells3 offset_{}, extent_{}, ghost_{};
+  std::int64_t stride_y_ = 0, stride_z_ = 0;
+  std::size_t field_cells_ = 0;
+  int radius_ = 0;
+  int fields_ = 0;
+  std::vector<double> current_, next_;
+};
+
+// Calls visit(x, y, z) over `box` with x innermost.
+template <class Visit>
+void for_each_cell(const Box& box, Visit&& visit) {
+  for (std::int64_t z = box.lo[2]; z < box.hi[2]; ++z)
+    for (std::int64_t y = box.lo[1]; y < box.hi[1]; ++y)
+      for (std::int64_t x = box.lo[0]; x < box.hi[0]; ++x) visit(x, y, z);
+}
+
+}  // namespace tether::apps

@@ -1,0 +1,94 @@
+#include "apps/core/decomposition.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace tether::apps {
+namespace {
+
+// Spread of a candidate grid: how far its largest factor is from its smallest.
+int spread(const Procs3& procs, int dims) {
+  auto [smallest, largest] = std::minmax_element(procs.begin(), procs.begin() + dims);
+  return *largest - *smallest;
+}
+
+bool better_grid(const Procs3& candidate, const Procs3& best, int dims) {
+  int candidate_spread = spread(candidate, dims), best_spread = spread(best, dims);
+  if (candidate_spread != best_spread) return candidate_spread < best_spread;
+  return candidate > best;  // ties: more ranks along x, where rows are contiguous
+}
+
+}  // namespace
+
+Procs3 balanced_process_grid(int ranks, int dims) {
+  Procs3 best{ranks, 1, 1};
+  for (int px = 1; px <= ranks; ++px) {
+    if (ranks % px != 0) continue;
+    int rest = ranks / px;
+    for (int py = 1; py <= rest; ++py) {
+      if (rest % py != 0) continue;
+      int pz = rest / py;
+      if (dims == 2 && pz != 1) continue;
+      Procs3 candidate{px, py, pz};
+      if (better_grid(candidate, best, dims)) best = candidate;
+    }
+  }
+  return best;
+}
+
+Extent block_extent(std::int64_t cells, int parts, int index) {
+  std::int64_t base = cells / parts, extra = cells % parts;
+  std::int64_t begin = index * base + std::min<std::int64_t>(index, extra);
+  return {begin, base + (index < extra ? 1 : 0)};
+}
+
+Procs3 coords_of(int rank, const Procs3& procs) {
+  return {rank % procs[0], (rank / procs[0]) % procs[1], rank / (procs[0] * procs[1])};
+}
+
+int rank_at(const Procs3& coords, const Procs3& procs) {
+  for (int axis = 0; axis < kMaxDims; ++axis) {
+    if (coords[axis] < 0 || coords[axis] >= procs[axis]) return -1;
+  }
+  return coords[0] + procs[0] * (coords[1] + procs[1] * coords[2]);
+}
+
+int neighbour_across(int rank, int face, const Procs3& procs) {
+  Procs3 coords = coords_of(rank, procs);
+  coords[face_axis(face)] += face_is_high(face) ? 1 : -1;
+  return rank_at(coords, procs);
+}
+
+std::string format_cells(const Problem& problem) {
+  if (problem.dims == 2) return fmt::format("{}x{}", problem.global_cells[0], problem.global_cells[1]);
+  return fmt::format("{}x{}x{}", problem.global_cells[0], problem.global_cells[1], problem.global_cells[2]);
+}
+
+std::string format_procs(const Problem& problem) {
+  if (problem.dims == 2) return fmt::format("{}x{}", problem.procs[0], problem.procs[1]);
+  return fmt::format("{}x{}x{}", problem.procs[0], problem.procs[1], problem.procs[2]);
+}
+
+Expected<void> validate(const Problem& problem, int ranks) {
+  if (total_ranks(problem.procs) != ranks) {
+    return make_error(Errc::invalid_argument,
+                      fmt::format("process grid {} holds {} ranks but the job has {}",
+                                  format_procs(problem), total_ranks(problem.procs), ranks),
+                      "pass --procs with a product equal to the rank count, or leave it out");
+  }
+  for (int axis = 0; axis < problem.dims; ++axis) {
+    std::int64_t narrowest = problem.global_cells[axis] / problem.procs[axis];
+    if (narrowest < problem.radius) {
+      return make_error(Errc::invalid_argument,
+                        fmt::format("axis {} has {} cells over {} ranks: a block of {} cells is "
+                                    "narrower than the radius {}",
+                                    "xyz"[axis], problem.global_cells[axis], problem.procs[axis],
+                                    narrowest, problem.radius),
+                        "use a larger grid, fewer ranks along that axis, or a smaller --radius");
+    }
+  }
+  return {};
+}
+
+}  // namespace tether::apps

@@ -1,0 +1,83 @@
+// The options halo2d and halo3d share.
+#include <fmt/format.h>
+
+#include "apps/comm/registry.hpp"
+#include "apps/core/halo_app.hpp"
+
+namespace tether::apps {
+namespace {
+
+Expected<void> set_int(int& target, std::string_view option, std::string_view text, std::int64_t minimum,
+                       std::int64_t maximum) {
+  auto value = parse_count(option, text, minimum, maximum);
+  if (!value) return tl::unexpected(value.error());
+  target = static_cast<int>(*value);
+  return {};
+}
+
+Expected<VerifyMode> parse_verify_mode(std::string_view text) {
+  if (text == "auto") return VerifyMode::automatic;
+  if (text == "serial") return VerifyMode::serial;
+  if (text == "analytic") return VerifyMode::analytic;
+  if (text == "none") return VerifyMode::none;
+  return make_error(Errc::invalid_argument, fmt::format("--verify {}: not a verification mode", text),
+                    "use --verify auto, serial, analytic or none");
+}
+
+}  // namespace
+
+std::vector<ArgumentSpec> common_arguments(AppOptions& options) {
+  Problem& problem = options.problem;
+  return {
+      {"--iterations", "N", "stencil iterations (one halo exchange each)",
+       [&](std::string_view v) { return set_int(problem.iterations, "--iterations", v, 1, 1 << 30); }},
+      {"--fields", "F", "independent fields per cell, sent in the same messages",
+       [&](std::string_view v) { return set_int(problem.fields, "--fields", v, 1, 64); }},
+      {"--compute-us", "T", "extra arithmetic per iteration, in microseconds (default 0)",
+       [&](std::string_view v) -> Expected<void> {
+         auto value = parse_non_negative("--compute-us", v);
+         if (!value) return tl::unexpected(value.error());
+         problem.compute_us = *value;
+         return {};
+       }},
+      {"--comm", "MODE",
+       fmt::format("how halos move (default: {}); modes:\n{}", default_comm_mode(), describe_comm_modes()),
+       [&](std::string_view v) -> Expected<void> {
+         options.comm = std::string(v);
+         return {};
+       }},
+      {"--verify", "MODE",
+       "auto (analytic check, plus the serial reference on grids up to 4M values), serial, analytic or none",
+       [&](std::string_view v) -> Expected<void> {
+         auto mode = parse_verify_mode(v);
+         if (!mode) return tl::unexpected(mode.error());
+         options.verify = *mode;
+         return {};
+       }},
+      {"--json", "", "print the results as one JSON object",
+       [&](std::string_view) -> Expected<void> {
+         options.format = OutputFormat::json;
+         return {};
+       }},
+      {"--csv", "", "print the results as a CSV header and row",
+       [&](std::string_view) -> Expected<void> {
+         options.format = OutputFormat::csv;
+         return {};
+       }},
+      {"--png", "FILE", "write a heat map of the final field 0 to FILE",
+       [&](std::string_view v) -> Expected<void> {
+         options.png_path = std::string(v);
+         return {};
+       }},
+      {"--inject-fault", "stale-ghosts", "TEST ONLY: rank 1 skips one halo unpack, so verification must fail",
+       [&](std::string_view v) -> Expected<void> {
+         if (v != "stale-ghosts")
+           return make_error(Errc::invalid_argument, fmt::format("--inject-fault {}: unknown fault", v),
+                             "the only fault is stale-ghosts");
+         options.fault = Fault::stale_ghosts;
+         return {};
+       }},
+  };
+}
+
+}  // namespace tether::apps

@@ -1,0 +1,105 @@
+#include "apps/core/report.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "apps/core/stencil.hpp"
+
+namespace tether::apps {
+namespace {
+
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  std::size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
+}
+
+std::string json_escape(std::string_view text) {
+  std::string escaped;
+  for (char c : text) {
+    if (c == '"' || c == '\\') escaped += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      escaped += fmt::format("\\u{:04x}", static_cast<int>(c));
+      continue;
+    }
+    escaped += c;
+  }
+  return escaped;
+}
+
+std::string format_table(const RunSummary& s) {
+  std::string text = fmt::format(
+      "# {} comm={} ranks={} procs={} grid={} radius={} fields={} iterations={} compute-us={}\n", s.app, s.comm,
+      s.ranks, format_procs(s.problem), format_cells(s.problem), s.problem.radius, s.problem.fields,
+      s.problem.iterations, s.problem.compute_us);
+  text += fmt::format("# checksum 0x{:016x}\n", s.checksum);
+  text += fmt::format("# {:<12}{:>16}{:>18}{:>16}{:>16}{:>14}\n", "Comm", "Iter min (us)", "Iter median (us)",
+                      "Comm share (%)", "Halo MB/s", "MFlop/s");
+  text += fmt::format("{:<14}{:>16.2f}{:>18.2f}{:>16.1f}{:>16.1f}{:>14.1f}\n", s.comm, s.iteration_us_min,
+                      s.iteration_us_median, s.comm_share_percent, s.halo_bytes_per_s / 1e6, s.mflops);
+  return text;
+}
+
+std::string format_csv(const RunSummary& s) {
+  return fmt::format(
+      "app,comm,ranks,procs,grid,radius,fields,iterations,compute_us,iter_us_min,iter_us_median,"
+      "comm_share_percent,halo_mb_per_s,mflops,checksum,verified\n"
+      "{},{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.2f},{:.3f},{:.3f},0x{:016x},{}\n",
+      s.app, s.comm, s.ranks, format_procs(s.problem), format_cells(s.problem), s.problem.radius,
+      s.problem.fields, s.problem.iterations, s.problem.compute_us, s.iteration_us_min, s.iteration_us_median,
+      s.comm_share_percent, s.halo_bytes_per_s / 1e6, s.mflops, s.checksum, s.verified ? "yes" : "no");
+}
+
+std::string format_json(const RunSummary& s) {
+  return fmt::format(
+      "{{\"app\": \"{}\", \"comm\": \"{}\", \"ranks\": {}, \"procs\": \"{}\", \"grid\": \"{}\", "
+      "\"radius\": {}, \"fields\": {}, \"iterations\": {}, \"compute_us\": {}, "
+      "\"iteration_us\": {{\"min\": {:.3f}, \"median\": {:.3f}}}, \"comm_share_percent\": {:.2f}, "
+      "\"halo_bytes_per_s\": {:.1f}, \"mflops\": {:.3f}, \"checksum\": \"0x{:016x}\", "
+      "\"analytic_relative_error\": {:.3e}, \"verified\": {}, \"verification\": \"{}\", \"png\": {}}}\n",
+      s.app, s.comm, s.ranks, format_procs(s.problem), format_cells(s.problem), s.problem.radius,
+      s.problem.fields, s.problem.iterations, s.problem.compute_us, s.iteration_us_min, s.iteration_us_median,
+      s.comm_share_percent, s.halo_bytes_per_s, s.mflops, s.checksum, s.analytic_relative_error,
+      s.verified ? "true" : "false", json_escape(s.verification),
+      s.png_path.empty() ? std::string("null") : fmt::format("\"{}\"", json_escape(s.png_path)));
+}
+
+}  // namespace
+
+RunSummary summarise(std::span<const RankReport> reports, const Problem& problem) {
+  RunSummary summary;
+  summary.problem = problem;
+  summary.ranks = static_cast<int>(reports.size());
+  std::vector<double> iteration_s, comm_share;
+  double halo_bytes = 0, max_error = 0, max_exact = 0;
+  for (const RankReport& report : reports) {
+    iteration_s.push_back(report.total_s / problem.iterations);
+    comm_share.push_back(report.total_s > 0 ? report.comm_s / report.total_s : 0.0);
+    halo_bytes += report.halo_bytes_per_iteration;
+    summary.checksum += report.checksum;
+    max_error = std::max(max_error, report.analytic_max_error);
+    max_exact = std::max(max_exact, report.analytic_max_exact);
+  }
+  double median_s = median_of(iteration_s);
+  summary.iteration_us_min = *std::min_element(iteration_s.begin(), iteration_s.end()) * 1e6;
+  summary.iteration_us_median = median_s * 1e6;
+  summary.comm_share_percent = median_of(comm_share) * 100.0;
+  double flops = static_cast<double>(total_cells(problem) * problem.fields * flops_per_cell(problem.radius, problem.dims));
+  summary.halo_bytes_per_s = median_s > 0 ? halo_bytes / median_s : 0.0;
+  summary.mflops = median_s > 0 ? flops / median_s / 1e6 : 0.0;
+  summary.analytic_relative_error = max_exact > 0 ? max_error / max_exact : max_error;
+  return summary;
+}
+
+std::string format_summary(const RunSummary& summary, OutputFormat format) {
+  switch (format) {
+    case OutputFormat::csv: return format_csv(summary);
+    case OutputFormat::json: return format_json(summary);
+    case OutputFormat::table: break;
+  }
+  return format_table(summary);
+}
+
+}  // namespace tether::apps

@@ -1,0 +1,49 @@
+// What each rank measured, what rank 0 makes of it, and the three output formats
+// (OSU-style table with # comments, --csv, --json).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "apps/core/problem.hpp"
+
+namespace tether::apps {
+
+// Gathered from every rank as raw bytes, so it must stay trivially copyable.
+struct RankReport {
+  double total_s = 0;
+  double comm_s = 0;
+  double compute_s = 0;
+  double halo_bytes_per_iteration = 0;
+  std::uint64_t checksum = 0;
+  double analytic_max_error = 0;
+  double analytic_max_exact = 0;
+};
+
+struct RunSummary {
+  std::string app;
+  std::string comm;
+  Problem problem;
+  int ranks = 1;
+  double iteration_us_min = 0;     // over ranks, of each rank's mean time per iteration
+  double iteration_us_median = 0;
+  double comm_share_percent = 0;   // median over ranks of comm time / loop time
+  double halo_bytes_per_s = 0;     // all ranks' halo bytes per iteration / median iteration time
+  double mflops = 0;               // stencil flops per iteration / median iteration time
+  std::uint64_t checksum = 0;      // sum of the ranks' checksums
+  double analytic_relative_error = 0;
+  // Verification outcome.
+  bool verified = false;
+  std::string verification;        // one sentence: what was compared and how it went
+  std::string png_path;
+};
+
+[[nodiscard]] RunSummary summarise(std::span<const RankReport> reports, const Problem& problem);
+
+enum class OutputFormat { table, csv, json };
+
+[[nodiscard]] std::string format_summary(const RunSummary& summary, OutputFormat format);
+
+}  // namespace tether::apps

@@ -1,0 +1,154 @@
+#include "apps/core/stencil.hpp"
+
+#include <cmath>
+#include <numbers>
+
+namespace tether::apps {
+namespace {
+
+// One row of cells along x; R and the dimension count are compile-time for the common
+// radii so the inner loop vectorises.
+template <int Dims, int Radius>
+void stencil_row(const double* in, double* out, std::int64_t count, std::int64_t stride_y,
+                 std::int64_t stride_z, const double* c, int radius) {
+  const int reach = Radius > 0 ? Radius : radius;
+  for (std::int64_t x = 0; x < count; ++x) {
+    double sum = c[0] * in[x];
+    for (int k = 1; k <= reach; ++k) {
+      double pairs = (in[x - k] + in[x + k]) + (in[x - k * stride_y] + in[x + k * stride_y]);
+      if constexpr (Dims == 3) pairs += in[x - k * stride_z] + in[x + k * stride_z];
+      sum += c[k] * pairs;
+    }
+    out[x] = sum;
+  }
+}
+
+template <int Dims, int Radius>
+void stencil_field(Block& block, int field, const double* c, int radius) {
+  const Cells3& extent = block.extent();
+  const double* in = block.current(field);
+  double* out = block.next(field);
+  for (std::int64_t z = 0; z < extent[2]; ++z) {
+    for (std::int64_t y = 0; y < extent[1]; ++y) {
+      std::size_t row = block.index(0, y, z);
+      stencil_row<Dims, Radius>(in + row, out + row, extent[0], block.stride_y(), block.stride_z(), c, radius);
+    }
+  }
+}
+
+template <int Dims>
+void stencil_field_any_radius(Block& block, int field, const double* c, int radius) {
+  switch (radius) {
+    case 1: return stencil_field<Dims, 1>(block, field, c, radius);
+    case 2: return stencil_field<Dims, 2>(block, field, c, radius);
+    case 3: return stencil_field<Dims, 3>(block, field, c, radius);
+    default: return stencil_field<Dims, 0>(block, field, c, radius);
+  }
+}
+
+double sine_of(std::int64_t wavenumber, std::int64_t global_index, std::int64_t cells) {
+  return std::sin(std::numbers::pi * static_cast<double>(wavenumber) * static_cast<double>(global_index + 1) /
+                  static_cast<double>(cells + 1));
+}
+
+// The sine factor of `mode` along `axis` for each owned cell of `block`.
+std::vector<double> sine_table(const Block& block, const Problem& problem, const Mode& mode, int axis) {
+  std::vector<double> table(static_cast<std::size_t>(block.extent()[axis]), 1.0);
+  if (axis >= problem.dims) return table;
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    table[i] = sine_of(mode.wavenumber[axis], block.offset()[axis] + static_cast<std::int64_t>(i),
+                       problem.global_cells[axis]);
+  }
+  return table;
+}
+
+// visit(x, y, z, value of the field's modes scaled by `scale[mode]`) over owned cells.
+template <class Visit>
+void for_each_mode_value(const Block& block, const Problem& problem, int field,
+                         const std::vector<double>& scale, Visit&& visit) {
+  std::vector<Mode> modes = modes_of_field(field, problem.dims);
+  std::vector<std::vector<double>> tables[kMaxDims];
+  for (int axis = 0; axis < kMaxDims; ++axis)
+    for (const Mode& mode : modes) tables[axis].push_back(sine_table(block, problem, mode, axis));
+  Box owned{{0, 0, 0}, block.extent()};
+  for_each_cell(owned, [&](std::int64_t x, std::int64_t y, std::int64_t z) {
+    double value = 0;
+    for (std::size_t m = 0; m < modes.size(); ++m) {
+      double shape = tables[0][m][static_cast<std::size_t>(x)] * tables[1][m][static_cast<std::size_t>(y)] *
+                     tables[2][m][static_cast<std::size_t>(z)];
+      value += (modes[m].amplitude * scale[m]) * shape;
+    }
+    visit(x, y, z, value);
+  });
+}
+
+}  // namespace
+
+StencilWeights stencil_weights(int radius, int dims) {
+  double harmonic = 0;
+  for (int k = 1; k <= radius; ++k) harmonic += 1.0 / k;
+  StencilWeights weights;
+  weights.c.push_back(0.5);
+  for (int k = 1; k <= radius; ++k) weights.c.push_back(0.5 / (k * harmonic * 2.0 * dims));
+  return weights;
+}
+
+std::int64_t flops_per_cell(int radius, int dims) {
+  // per k: dims pair adds, dims - 1 adds joining them, one multiply, one add; plus c0 * u.
+  return static_cast<std::int64_t>(radius) * (2 * dims + 1) + 1;
+}
+
+void apply_stencil(Block& block, int dims, const StencilWeights& weights) {
+  for (int field = 0; field < block.fields(); ++field) {
+    if (dims == 3) stencil_field_any_radius<3>(block, field, weights.c.data(), static_cast<int>(weights.c.size()) - 1);
+    else stencil_field_any_radius<2>(block, field, weights.c.data(), static_cast<int>(weights.c.size()) - 1);
+  }
+}
+
+std::vector<Mode> modes_of_field(int field, int dims) {
+  std::int64_t shift = field;
+  Mode broad{{1 + shift, 1, dims == 3 ? 1 : 1}, 1.0};
+  Mode ripple{{3 + shift, 2, dims == 3 ? 2 : 1}, 0.5};
+  return {broad, ripple};
+}
+
+double eigenvalue(const Mode& mode, const Problem& problem, const StencilWeights& weights) {
+  double value = weights.c[0];
+  for (std::size_t k = 1; k < weights.c.size(); ++k) {
+    for (int axis = 0; axis < problem.dims; ++axis) {
+      double theta = std::numbers::pi * static_cast<double>(mode.wavenumber[axis]) /
+                     static_cast<double>(problem.global_cells[axis] + 1);
+      value += weights.c[k] * 2.0 * std::cos(static_cast<double>(k) * theta);
+    }
+  }
+  return value;
+}
+
+void fill_initial(Block& block, const Problem& problem) {
+  std::vector<double> unscaled(2, 1.0);
+  for (int field = 0; field < block.fields(); ++field) {
+    double* values = block.current(field);
+    for_each_mode_value(block, problem, field, unscaled,
+                        [&](std::int64_t x, std::int64_t y, std::int64_t z, double value) {
+                          values[block.index(x, y, z)] = value;
+                        });
+  }
+}
+
+AnalyticError analytic_error(const Block& block, const Problem& problem, const StencilWeights& weights) {
+  AnalyticError result;
+  for (int field = 0; field < block.fields(); ++field) {
+    std::vector<double> decay;
+    for (const Mode& mode : modes_of_field(field, problem.dims))
+      decay.push_back(std::pow(eigenvalue(mode, problem, weights), problem.iterations));
+    const double* values = block.current(field);
+    for_each_mode_value(block, problem, field, decay,
+                        [&](std::int64_t x, std::int64_t y, std::int64_t z, double exact) {
+                          result.max_error = std::max(result.max_error, std::abs(values[block.index(x, y, z)] - exact));
+                          result.max_exact = std::max(result.max_exact, std::abs(exact));
+                        });
+  }
+  return result;
+}
+
+}  // namespace tether::apps

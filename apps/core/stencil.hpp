@@ -1,0 +1,51 @@
+// The star stencil of radius R in 2 or 3 dimensions, its initial field (a sum of two
+// sine modes per field) and the exact answer after t iterations (each mode scales by
+// its eigenvalue), used for the analytic check on grids too big for a serial reference.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "apps/core/block.hpp"
+#include "apps/core/problem.hpp"
+
+namespace tether::apps {
+
+// new = c[0] * u + sum over k = 1..R of c[k] * (sum over axes of u[-k] + u[+k]).
+// c[0] = 1/2 and the rest are positive with weight 1/k, so the weights sum to 1.
+struct StencilWeights {
+  std::vector<double> c;  // size radius + 1
+};
+[[nodiscard]] StencilWeights stencil_weights(int radius, int dims);
+
+// Floating-point operations per cell update (adds and multiplies of the formula above).
+[[nodiscard]] std::int64_t flops_per_cell(int radius, int dims);
+
+// One iteration over the owned cells of every field: block.next = stencil(block.current).
+// The order of operations per cell never depends on the decomposition, so every process
+// grid computes bitwise-identical fields.
+void apply_stencil(Block& block, int dims, const StencilWeights& weights);
+
+// A sine mode: sin(pi * m_axis * (i + 1) / (n_axis + 1)) along each active axis.
+struct Mode {
+  Cells3 wavenumber{1, 1, 1};
+  double amplitude = 1.0;
+};
+// The two modes that make up field `field`.
+[[nodiscard]] std::vector<Mode> modes_of_field(int field, int dims);
+// How much one iteration scales `mode`.
+[[nodiscard]] double eigenvalue(const Mode& mode, const Problem& problem, const StencilWeights& weights);
+
+// Fills the owned cells of every field with its modes (iteration 0).
+void fill_initial(Block& block, const Problem& problem);
+
+// Largest |computed - exact| over the owned cells after `iterations`, and the largest
+// |exact| (the scale to compare the error with).
+struct AnalyticError {
+  double max_error = 0;
+  double max_exact = 0;
+};
+[[nodiscard]] AnalyticError analytic_error(const Block& block, const Problem& problem,
+                                           const StencilWeights& weights);
+
+}  // namespace tether::apps

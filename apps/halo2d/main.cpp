@@ -1,0 +1,55 @@
+// halo2d: a radius-R star stencil on an n x n grid of doubles over a 2D process grid,
+// ghost zones of width R exchanged every iteration through the --comm mode.
+#include <fmt/format.h>
+
+#include "apps/core/halo_app.hpp"
+
+using namespace tether;
+using namespace tether::apps;
+
+namespace {
+
+Expected<void> set_cells(Problem& problem, int axis_begin, int axis_end, std::string_view option, std::string_view text) {
+  auto cells = parse_count(option, text, 1, std::int64_t{1} << 31);
+  if (!cells) return tl::unexpected(cells.error());
+  for (int axis = axis_begin; axis < axis_end; ++axis) problem.global_cells[axis] = *cells;
+  return {};
+}
+
+std::vector<ArgumentSpec> halo2d_arguments(AppOptions& options) {
+  Problem& problem = options.problem;
+  std::vector<ArgumentSpec> specs = {
+      {"--n", "N", "grid of N x N cells (default 1024)",
+       [&](std::string_view v) { return set_cells(problem, 0, 2, "--n", v); }},
+      {"--nx", "NX", "cells along x (overrides --n)", [&](std::string_view v) { return set_cells(problem, 0, 1, "--nx", v); }},
+      {"--ny", "NY", "cells along y (overrides --n)", [&](std::string_view v) { return set_cells(problem, 1, 2, "--ny", v); }},
+      {"--radius", "R", "stencil radius, also the ghost width (default 2)",
+       [&](std::string_view v) -> Expected<void> {
+         auto radius = parse_count("--radius", v, 1, 16);
+         if (!radius) return tl::unexpected(radius.error());
+         problem.radius = static_cast<int>(*radius);
+         return {};
+       }},
+      {"--procs", "PXxPY", "process grid (default: as square as possible)",
+       [&](std::string_view v) -> Expected<void> {
+         auto shape = parse_shape("--procs", v, 2, 1);
+         if (!shape) return tl::unexpected(shape.error());
+         problem.procs = {static_cast<int>((*shape)[0]), static_cast<int>((*shape)[1]), 1};
+         options.procs_given = true;
+         return {};
+       }},
+  };
+  for (ArgumentSpec& spec : common_arguments(options)) specs.push_back(std::move(spec));
+  return specs;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  AppOptions options;
+  options.app = "halo2d";
+  options.summary = "2D star stencil of radius R with halo exchange every iteration";
+  options.problem = Problem{2, {1024, 1024, 1}, {1, 1, 1}, 2, 1, 100, 0};
+  std::vector<ArgumentSpec> specs = halo2d_arguments(options);
+  return run_halo_app(options, specs, argc, argv);
+}

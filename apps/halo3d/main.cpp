@@ -1,0 +1,64 @@
+// halo3d: a 7-point stencil (radius 1 by default) on a 3D process grid with nx x ny x nz
+// cells per rank and F fields per cell, the halo-exchange motif with a compute knob.
+#include <fmt/format.h>
+
+#include "apps/core/halo_app.hpp"
+
+using namespace tether;
+using namespace tether::apps;
+
+namespace {
+
+Expected<void> set_rank_cells(AppOptions& options, int axis, std::string_view option, std::string_view text) {
+  auto cells = parse_count(option, text, 1, std::int64_t{1} << 20);
+  if (!cells) return tl::unexpected(cells.error());
+  options.problem.global_cells[axis] = *cells;
+  options.cells_are_per_rank = true;
+  return {};
+}
+
+std::vector<ArgumentSpec> halo3d_arguments(AppOptions& options) {
+  Problem& problem = options.problem;
+  std::vector<ArgumentSpec> specs = {
+      {"--nx", "NX", "cells per rank along x (default 32)", [&](std::string_view v) { return set_rank_cells(options, 0, "--nx", v); }},
+      {"--ny", "NY", "cells per rank along y (default 32)", [&](std::string_view v) { return set_rank_cells(options, 1, "--ny", v); }},
+      {"--nz", "NZ", "cells per rank along z (default 32)", [&](std::string_view v) { return set_rank_cells(options, 2, "--nz", v); }},
+      {"--global", "XxYxZ", "the whole grid instead of per-rank sizes (need not divide evenly)",
+       [&](std::string_view v) -> Expected<void> {
+         auto shape = parse_shape("--global", v, 3, 1);
+         if (!shape) return tl::unexpected(shape.error());
+         problem.global_cells = {(*shape)[0], (*shape)[1], (*shape)[2]};
+         options.cells_are_per_rank = false;
+         return {};
+       }},
+      {"--radius", "R", "stencil radius (default 1: the 7-point stencil)",
+       [&](std::string_view v) -> Expected<void> {
+         auto radius = parse_count("--radius", v, 1, 16);
+         if (!radius) return tl::unexpected(radius.error());
+         problem.radius = static_cast<int>(*radius);
+         return {};
+       }},
+      {"--procs", "PXxPYxPZ", "process grid (default: as cubic as possible)",
+       [&](std::string_view v) -> Expected<void> {
+         auto shape = parse_shape("--procs", v, 3, 1);
+         if (!shape) return tl::unexpected(shape.error());
+         problem.procs = {static_cast<int>((*shape)[0]), static_cast<int>((*shape)[1]), static_cast<int>((*shape)[2])};
+         options.procs_given = true;
+         return {};
+       }},
+  };
+  for (ArgumentSpec& spec : common_arguments(options)) specs.push_back(std::move(spec));
+  return specs;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  AppOptions options;
+  options.app = "halo3d";
+  options.summary = "3D 7-point stencil, per-rank nx x ny x nz cells and F fields, optional compute time";
+  options.problem = Problem{3, {32, 32, 32}, {1, 1, 1}, 1, 1, 20, 0};
+  options.cells_are_per_rank = true;
+  std::vector<ArgumentSpec> specs = halo3d_arguments(options);
+  return run_halo_app(options, specs, argc, argv);
+}

@@ -1,0 +1,162 @@
+// The shared halo core without any process group: decomposition, message pattern,
+// edge reflection, and that the checksum does not depend on the process grid.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "apps/core/block.hpp"
+#include "apps/core/decomposition.hpp"
+#include "apps/core/solver.hpp"
+#include "apps/core/stencil.hpp"
+#include "apps/core/verify.hpp"
+
+namespace tether::apps {
+namespace {
+
+TEST(HaloDecompositionTest, ProcessGridsAreAsSquareAsPossible) {
+  EXPECT_EQ(balanced_process_grid(1, 2), (Procs3{1, 1, 1}));
+  EXPECT_EQ(balanced_process_grid(4, 2), (Procs3{2, 2, 1}));
+  EXPECT_EQ(balanced_process_grid(6, 2), (Procs3{3, 2, 1}));
+  EXPECT_EQ(balanced_process_grid(7, 2), (Procs3{7, 1, 1}));
+  EXPECT_EQ(balanced_process_grid(8, 3), (Procs3{2, 2, 2}));
+  EXPECT_EQ(balanced_process_grid(12, 3), (Procs3{3, 2, 2}));
+  EXPECT_EQ(balanced_process_grid(6, 3), (Procs3{3, 2, 1}));
+}
+
+TEST(HaloDecompositionTest, UnevenBlocksCoverTheAxisOnce) {
+  for (std::int64_t cells : {7, 37, 100}) {
+    for (int parts : {1, 2, 3, 6}) {
+      std::int64_t next = 0;
+      for (int index = 0; index < parts; ++index) {
+        Extent extent = block_extent(cells, parts, index);
+        EXPECT_EQ(extent.begin, next);
+        EXPECT_GE(extent.count, cells / parts);
+        EXPECT_LE(extent.count, cells / parts + 1);
+        next = extent.begin + extent.count;
+      }
+      EXPECT_EQ(next, cells);
+    }
+  }
+}
+
+TEST(HaloDecompositionTest, RejectsBlocksNarrowerThanTheRadius) {
+  Problem problem{2, {5, 40, 1}, {2, 1, 1}, 3, 1, 1, 0};
+  auto result = validate(problem, 2);
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.error().code, Errc::invalid_argument);
+  EXPECT_NE(result.error().cause.find("narrower than the radius 3"), std::string::npos);
+  EXPECT_FALSE(validate(Problem{2, {40, 40, 1}, {3, 2, 1}, 1, 1, 1, 0}, 4));
+  EXPECT_TRUE(validate(Problem{2, {40, 40, 1}, {3, 2, 1}, 1, 1, 1, 0}, 6));
+}
+
+// Every send has exactly one receive at its peer with the same tag and length.
+TEST(HaloPlanTest, SendsAndReceivesPairUp) {
+  for (int dims : {2, 3}) {
+    Problem problem{dims, {29, 23, dims == 3 ? 19 : 1}, balanced_process_grid(12, dims), 2, 3, 1, 0};
+    std::map<std::tuple<int, int, int>, std::size_t> posted;  // (from, to, tag) -> doubles
+    for (int rank = 0; rank < 12; ++rank) {
+      Block block(problem, rank);
+      HaloPlan plan = make_halo_plan(block, problem, rank);
+      EXPECT_EQ(plan.edge_faces.size() + plan.send_faces.size(), static_cast<std::size_t>(2 * dims));
+      for (const HaloMessage& send : plan.pattern.sends) posted[{rank, send.peer, send.tag}] += send.doubles;
+    }
+    for (int rank = 0; rank < 12; ++rank) {
+      Block block(problem, rank);
+      HaloPlan plan = make_halo_plan(block, problem, rank);
+      for (const HaloMessage& receive : plan.pattern.receives) {
+        auto found = posted.find({receive.peer, rank, receive.tag});
+        ASSERT_NE(found, posted.end()) << "rank " << rank << " waits for tag " << receive.tag;
+        EXPECT_EQ(found->second, receive.doubles);
+        posted.erase(found);
+      }
+    }
+    EXPECT_TRUE(posted.empty());
+  }
+}
+
+TEST(HaloBlockTest, EdgeGhostsMirrorWithTheSignFlipped) {
+  Problem problem{2, {8, 6, 1}, {1, 1, 1}, 3, 1, 1, 0};
+  Block block(problem, 0);
+  double* values = block.current(0);
+  for (std::int64_t x = 0; x < 8; ++x) values[block.index(x, 2, 0)] = static_cast<double>(x + 1);
+  block.reflect_at_edge(0);
+  block.reflect_at_edge(1);
+  EXPECT_EQ(values[block.index(-1, 2, 0)], 0.0);
+  EXPECT_EQ(values[block.index(-2, 2, 0)], -1.0);
+  EXPECT_EQ(values[block.index(-3, 2, 0)], -2.0);
+  EXPECT_EQ(values[block.index(8, 2, 0)], 0.0);
+  EXPECT_EQ(values[block.index(9, 2, 0)], -8.0);
+  EXPECT_EQ(values[block.index(10, 2, 0)], -7.0);
+}
+
+TEST(HaloBlockTest, PackThenUnpackMovesTheFaceIntoTheNeighboursGhosts) {
+  Problem problem{3, {10, 8, 6}, {2, 1, 1}, 2, 2, 1, 0};
+  Block left(problem, 0), right(problem, 1);
+  fill_initial(left, problem);
+  std::vector<double> buffer(left.face_doubles(1));
+  left.pack(1, buffer);
+  right.unpack(0, buffer);
+  for (int field = 0; field < 2; ++field)
+    for (std::int64_t depth = 1; depth <= 2; ++depth)
+      EXPECT_EQ(right.current(field)[right.index(-depth, 3, 4)], left.current(field)[left.index(5 - depth, 3, 4)]);
+}
+
+// The checksum of the serial reference equals the sum over blocks of any process grid.
+TEST(HaloVerifyTest, ChecksumDoesNotDependOnTheProcessGrid) {
+  Problem serial{2, {31, 17, 1}, {1, 1, 1}, 2, 2, 0, 0};
+  Block whole(serial, 0);
+  fill_initial(whole, serial);
+  std::uint64_t expected = field_checksum(whole, serial);
+  Problem split = serial;
+  split.procs = {3, 2, 1};
+  std::uint64_t sum = 0;
+  for (int rank = 0; rank < 6; ++rank) {
+    Block block(split, rank);
+    fill_initial(block, split);
+    sum += field_checksum(block, split);
+  }
+  EXPECT_EQ(sum, expected);
+  double& cell = whole.current(1)[whole.index(4, 4, 0)];
+  cell = std::nextafter(cell, 2.0);
+  EXPECT_NE(field_checksum(whole, serial), expected) << "a one-ulp change must change the checksum";
+}
+
+// With odd reflection at the edges the initial modes are eigenvectors of the stencil,
+// which is what the analytic check relies on.
+TEST(HaloVerifyTest, SerialRunMatchesTheAnalyticSolution) {
+  for (int dims : {2, 3}) {
+    for (int radius : {1, 2, 3}) {
+      Problem problem{dims, {23, 19, dims == 3 ? 11 : 1}, {1, 1, 1}, radius, 2, 25, 0};
+      Block block(problem, 0);
+      fill_initial(block, problem);
+      HaloPlan plan = make_halo_plan(block, problem, 0);
+      NoMessageExchange none;
+      ASSERT_TRUE(run_iterations(block, problem, plan, none, LoopSettings{}));
+      AnalyticError error = analytic_error(block, problem, stencil_weights(radius, dims));
+      EXPECT_GT(error.max_exact, 0.1);
+      EXPECT_LE(error.max_error / error.max_exact, analytic_tolerance(problem)) << dims << "D radius " << radius;
+      EXPECT_EQ(field_checksum(block, problem), serial_reference_checksum(problem));
+    }
+  }
+}
+
+TEST(HaloVerifyTest, WeightsSumToOne) {
+  for (int dims : {2, 3}) {
+    for (int radius = 1; radius <= 5; ++radius) {
+      StencilWeights weights = stencil_weights(radius, dims);
+      double sum = weights.c[0];
+      for (int k = 1; k <= radius; ++k) {
+        EXPECT_GT(weights.c[static_cast<std::size_t>(k)], 0.0);
+        sum += 2 * dims * weights.c[static_cast<std::size_t>(k)];
+      }
+      EXPECT_NEAR(sum, 1.0, 1e-15);
+    }
+  }
+  EXPECT_EQ(flops_per_cell(1, 3), 8);
+  EXPECT_EQ(flops_per_cell(2, 2), 11);
+}
+
+}  // namespace
+}  // namespace tether::apps

@@ -1,0 +1,116 @@
+// Argument parsing, the --comm registry, the report formats and the PNG writer.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+#include "apps/comm/registry.hpp"
+#include "apps/core/arguments.hpp"
+#include "apps/core/heatmap.hpp"
+#include "apps/core/report.hpp"
+
+namespace tether::apps {
+namespace {
+
+TEST(HaloArgumentsTest, ParsesValuesFlagsAndShapes) {
+  std::int64_t radius = 0;
+  bool json = false;
+  std::vector<ArgumentSpec> specs = {
+      {"--radius", "R", "radius", [&](std::string_view v) -> Expected<void> {
+         auto value = parse_count("--radius", v, 1, 16);
+         if (!value) return tl::unexpected(value.error());
+         radius = *value;
+         return {};
+       }},
+      {"--json", "", "json", [&](std::string_view) -> Expected<void> {
+         json = true;
+         return {};
+       }},
+  };
+  const char* argv[] = {"app", "--radius=3", "--json"};
+  auto parsed = parse_arguments(3, const_cast<char**>(argv), specs);
+  ASSERT_TRUE(parsed);
+  EXPECT_TRUE(*parsed);
+  EXPECT_EQ(radius, 3);
+  EXPECT_TRUE(json);
+  const char* bad[] = {"app", "--radius", "0"};
+  auto refused = parse_arguments(3, const_cast<char**>(bad), specs);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().cause.find("--radius 0"), std::string::npos);
+  const char* unknown[] = {"app", "--radios", "2"};
+  EXPECT_FALSE(parse_arguments(3, const_cast<char**>(unknown), specs));
+  const char* missing[] = {"app", "--radius"};
+  EXPECT_FALSE(parse_arguments(2, const_cast<char**>(missing), specs));
+  EXPECT_EQ(*parse_shape("--procs", "3x2", 2, 1), (std::vector<std::int64_t>{3, 2}));
+  EXPECT_FALSE(parse_shape("--procs", "3x2", 3, 1));
+  EXPECT_FALSE(parse_shape("--procs", "3x0", 2, 1));
+  EXPECT_FALSE(parse_shape("--procs", "3x", 2, 1));
+}
+
+TEST(HaloRegistryTest, TetherModesSayTheyAreNotBuiltYet) {
+  for (std::string_view name : {"persist", "sendrecv"}) {
+    auto mode = find_comm_mode(name);
+    ASSERT_TRUE(mode);
+    EXPECT_FALSE((*mode)->built);
+    int argc = 0;
+    char** argv = nullptr;
+    auto started = (*mode)->start(argc, argv);
+    ASSERT_FALSE(started);
+    EXPECT_EQ(started.error().code, Errc::unsupported);
+    EXPECT_NE(started.error().cause.find("not built yet"), std::string::npos);
+  }
+  auto unknown = find_comm_mode("tcp");
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().remedy.find("mpi-persist"), std::string::npos);
+#ifdef TETHER_APPS_HAVE_MPI
+  EXPECT_EQ(default_comm_mode(), "mpi");
+#endif
+}
+
+TEST(HaloReportTest, SummaryTakesMinAndMedianOverRanks) {
+  Problem problem{2, {100, 100, 1}, {3, 1, 1}, 1, 1, 10, 0};
+  std::vector<RankReport> reports = {{1.0, 0.5, 0.5, 800, 1, 0, 1}, {2.0, 0.5, 1.5, 800, 2, 0, 1},
+                                     {3.0, 0.3, 2.7, 800, 3, 0, 1}};
+  RunSummary summary = summarise(reports, problem);
+  EXPECT_DOUBLE_EQ(summary.iteration_us_min, 1e5);
+  EXPECT_DOUBLE_EQ(summary.iteration_us_median, 2e5);
+  EXPECT_DOUBLE_EQ(summary.comm_share_percent, 25.0);
+  EXPECT_DOUBLE_EQ(summary.halo_bytes_per_s, 2400 / 0.2);
+  EXPECT_DOUBLE_EQ(summary.mflops, 1e4 * 6 / 0.2 / 1e6);
+  EXPECT_EQ(summary.checksum, 6u);
+  summary.app = "halo2d";
+  summary.comm = "mpi";
+  summary.verification = "said \"ok\"";
+  std::string json = format_summary(summary, OutputFormat::json);
+  EXPECT_NE(json.find("\"iteration_us\": {\"min\": 100000.000, \"median\": 200000.000}"), std::string::npos) << json;
+  EXPECT_NE(json.find("said \\\"ok\\\""), std::string::npos);
+  EXPECT_NE(format_summary(summary, OutputFormat::table).find("# Comm"), std::string::npos);
+}
+
+TEST(HaloHeatmapTest, WritesAPngWithTheGridsShape) {
+  std::vector<double> values(30 * 20);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(i % 30);
+  std::string path = ::testing::TempDir() + "halo-heatmap-test.png";
+  ASSERT_TRUE(write_heatmap_png(path, values, {30, 20}));
+  std::ifstream file(path, std::ios::binary);
+  std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 24u);
+  EXPECT_EQ(bytes[1], 'P');
+  EXPECT_EQ(bytes[19], 30);  // IHDR width, big-endian
+  EXPECT_EQ(bytes[23], 20);  // IHDR height
+  std::remove(path.c_str());
+  auto refused = write_heatmap_png("/nonexistent-dir/x.png", values, {30, 20});
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().cause.find("cannot open"), std::string::npos);
+}
+
+TEST(HaloHeatmapTest, LargeGridsAreScaledToAtMost800Pixels) {
+  Problem problem{2, {8000, 4000, 1}, {1, 1, 1}, 1, 1, 1, 0};
+  HeatmapSize size = heatmap_size(problem);
+  EXPECT_EQ(size.width, 800);
+  EXPECT_EQ(size.height, 400);
+}
+
+}  // namespace
+}  // namespace tether::apps
