@@ -15,8 +15,12 @@
 #include <fmt/format.h>
 
 #include "runtime/bootstrap/bootstrap.hpp"
+#include "tests/launch/launch_check_payload.hpp"
 
 namespace {
+
+using tether::testing::fnv1a;
+using tether::testing::payload_of;
 
 constexpr std::string_view kKey = "launch-check.value";
 
@@ -40,18 +44,6 @@ CheckOptions parse(int argc, char** argv) {
     else if (flag == "--payload") options.payload_bytes = static_cast<std::size_t>(value);
   }
   return options;
-}
-
-std::vector<std::byte> payload_of(int rank, std::size_t bytes) {
-  std::vector<std::byte> payload(bytes);
-  for (std::size_t i = 0; i < bytes; ++i)
-    payload[i] = static_cast<std::byte>((static_cast<std::size_t>(rank) * 131 + i * 7 + (i >> 8)) & 0xff);
-  return payload;
-}
-
-std::uint64_t fnv1a(std::span<const std::byte> bytes, std::uint64_t hash = 14695981039346656037ull) {
-  for (std::byte b : bytes) hash = (hash ^ static_cast<std::uint64_t>(b)) * 1099511628211ull;
-  return hash;
 }
 
 int fail(int rank, const std::string& what) {
