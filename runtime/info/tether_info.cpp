@@ -7,6 +7,7 @@
 #include "pool/memlock.hpp"
 #include "runtime/base/build_info.hpp"
 #include "runtime/base/config.hpp"
+#include "runtime/bootstrap/bootstrap.hpp"
 
 namespace {
 
@@ -28,6 +29,7 @@ void print_version() {
   fmt::print("tether {}\nbuild type: {}\ncompiler: {}\ntransports: {}\nmemlock: {}\n", info.version,
              info.build_type, info.compiler, info.transports.empty() ? "none" : info.transports,
              tether::pool::read_memlock_limit().describe());
+  fmt::print("pmix: {}\n", tether::pmix_version_text());
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // what the survivors saw, and that tether-run's private directory is gone afterwards.
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <thread>
 
@@ -77,6 +79,21 @@ TEST(TetherRunFailure, InterruptIsForwardedAndThePrivateDirectoryRemoved) {
   EXPECT_EQ(outcome.exit_code, 128 + SIGINT) << outcome.output;
   EXPECT_NE(outcome.output.find("got SIGINT: forwarding it to ranks"), std::string::npos) << outcome.output;
   EXPECT_LT(outcome.elapsed, 20s);
+  EXPECT_TRUE(scratch.entries().empty()) << scratch.entries().front();
+}
+
+// A directory left by a launcher that was SIGKILLed is removed by the next launcher.
+TEST(TetherRunFailure, StaleDirectoryOfADeadLauncherIsRemoved) {
+  ScratchDir scratch;
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  waitpid(dead, nullptr, 0);
+  const std::string stale = fmt::format("{}/tether-run.{}.AbCdEf", scratch.path(), dead);
+  ASSERT_EQ(mkdir(stale.c_str(), 0700), 0);
+  ASSERT_EQ(mkdir((stale + "/leftover").c_str(), 0700), 0);
+  auto outcome = run({tether_run(), "-n", "1", "--timeout", "45s", launch_check()}, {scratch.env()}, kWatchdog);
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
   EXPECT_TRUE(scratch.entries().empty()) << scratch.entries().front();
 }
 
