@@ -44,6 +44,19 @@ TEST(TetherRun, TagOutputPrefixesEveryLineWithItsRank) {
   }
 }
 
+TEST(Bootstrap, BadRequestsGetClearErrorsAndTheJobStillCompletes) {
+  ScratchDir scratch;
+  auto outcome = run({tether_run(), "-n", "2", "--timeout", "45s", launch_check(), "--bad-requests"},
+                     {scratch.env(), "TETHER_BOOTSTRAP_TIMEOUT=3s"}, kWatchdog);
+  ASSERT_FALSE(outcome.timed_out) << outcome.output;
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_EQ(count_occurrences(outcome.output, "get from an unknown rank rejected: invalid argument: rank 2 does not exist"), 2)
+      << outcome.output;
+  EXPECT_EQ(count_occurrences(outcome.output, "get with a 600-character key rejected"), 2) << outcome.output;
+  EXPECT_EQ(count_occurrences(outcome.output, "get of a key nobody put rejected"), 2) << outcome.output;
+  EXPECT_EQ(count_verified_ranks(outcome.output, 2), 2) << outcome.output;
+}
+
 TEST(Bootstrap, WithoutALauncherSaysHowToLaunch) {
   auto outcome = run({launch_check()}, {}, kWatchdog);
   EXPECT_EQ(outcome.exit_code, 2) << outcome.output;
