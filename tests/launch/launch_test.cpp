@@ -80,7 +80,7 @@ TEST_P(MpirunRanks, SameBinaryRunsUnchangedUnderMpirun) {
   const int ranks = GetParam();
   auto outcome = run({mpirun(), "--oversubscribe", "-n", std::to_string(ranks), launch_check(), "--expect-size",
                       std::to_string(ranks)},
-                     {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OMPI_MCA_btl=self,vader"},
+                     {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"},
                      kWatchdog);
   ASSERT_FALSE(outcome.timed_out) << outcome.output;
   EXPECT_EQ(outcome.exit_code, 0) << outcome.output;

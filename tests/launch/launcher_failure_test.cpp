@@ -35,6 +35,24 @@ TEST(TetherRunFailure, KilledRankIsNamedAndSurvivorsFailFast) {
   EXPECT_TRUE(scratch.entries().empty());
 }
 
+// A survivor that learns of the death but keeps running is stopped after --kill-after;
+// the job still reports the first failure, not the SIGTERM that ended the survivor.
+TEST(TetherRunFailure, SurvivorsStillRunningAfterKillAfterAreStopped) {
+  ScratchDir scratch;
+  auto outcome = run({tether_run(), "-n", "2", "--kill-after", "1s", "--timeout", "45s", launch_check(), "--die-rank",
+                      "1", "--hang-rank", "0"},
+                     {scratch.env()}, kWatchdog);
+  ASSERT_FALSE(outcome.timed_out) << outcome.output;
+  EXPECT_EQ(outcome.exit_code, 128 + SIGKILL) << outcome.output;
+  EXPECT_NE(outcome.output.find("launch-check rank 0: detected death of rank 1"), std::string::npos) << outcome.output;
+  EXPECT_NE(outcome.output.find("still run after a failure: sending SIGTERM to ranks 0"), std::string::npos)
+      << outcome.output;
+  EXPECT_NE(outcome.output.find("job failed: rank 1 "), std::string::npos) << outcome.output;
+  EXPECT_GE(outcome.elapsed, 1s);
+  EXPECT_LT(outcome.elapsed, 15s);
+  EXPECT_TRUE(scratch.entries().empty());
+}
+
 TEST(TetherRunFailure, TimeoutStopsAHungJob) {
   ScratchDir scratch;
   auto outcome = run({tether_run(), "-n", "2", "--timeout", "2s", launch_check(), "--hang-rank", "1"}, {scratch.env()},
