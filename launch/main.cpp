@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -61,6 +62,8 @@ int main(int argc, char** argv) {
     return kLauncherFailed;
   }
   int status = run_job(*options, signal_fd);
-  close(signal_fd);
-  return status;
+  // The PMIx server may still have threads (see ~PmixServer): leave without running
+  // static destructors under them. Everything of ours is cleaned up by now.
+  std::fflush(nullptr);
+  _exit(status);
 }

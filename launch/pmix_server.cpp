@@ -57,12 +57,15 @@ pmix_status_t on_client_finalized(const pmix_proc_t* proc, void* server_object, 
   return PMIX_OPERATION_SUCCEEDED;
 }
 
+// Acknowledged through cbfunc: PMIx 4.2 mishandles an abort answered synchronously
+// (PMIX_OPERATION_SUCCEEDED), leaving PMIx_server_finalize deadlocked or crashing later.
 pmix_status_t on_abort(const pmix_proc_t* proc, void* server_object, int status, const char message[],
-                       pmix_proc_t[], size_t, pmix_op_cbfunc_t, void*) {
+                       pmix_proc_t[], size_t, pmix_op_cbfunc_t cbfunc, void* cbdata) {
   if (server_object == nullptr) return PMIX_ERR_NOT_SUPPORTED;
   server_of(server_object)->record_abort(
       AbortRequest{static_cast<int>(proc->rank), status, message != nullptr ? message : ""});
-  return PMIX_OPERATION_SUCCEEDED;
+  if (cbfunc != nullptr) cbfunc(PMIX_SUCCESS, cbdata);
+  return PMIX_SUCCESS;
 }
 
 void release_blob(void* blob) { std::free(blob); }
@@ -147,16 +150,28 @@ PmixServer::PmixServer(std::string job_id, int ranks, int wake_fd)
   for (int rank = 0; rank < ranks; ++rank) finalized_[static_cast<std::size_t>(rank)] = false;
 }
 
+// PMIx 4.2.2 can crash or deadlock in PMIx_server_finalize after a client vanished
+// without PMIx_Finalize (killed, aborted) while a fence was pending. So the library is
+// shut down only when every rank finalized; otherwise it is left to process exit, and
+// main() leaves through _exit once the private directory is gone.
 PmixServer::~PmixServer() {
-  if (job_registered_) {
+  if (every_rank_finalized()) {
     (void)call_and_wait("PMIx_server_deregister_nspace", [this](pmix_op_cbfunc_t cbfunc, void* cbdata) {
       PMIx_server_deregister_nspace(job_id_.c_str(), cbfunc, cbdata);
       return PMIX_SUCCESS;
     });
+    pmix_status_t rc = PMIx_server_finalize();
+    if (rc != PMIX_SUCCESS) log::warn("launch", "PMIx_server_finalize failed: {}", pmix::status_text(rc));
+  } else {
+    log::info("launch", "not finalizing the PMIx server: some ranks ended without PMIx_Finalize");
   }
-  pmix_status_t rc = PMIx_server_finalize();
-  if (rc != PMIX_SUCCESS) log::warn("launch", "PMIx_server_finalize failed: {}", pmix::status_text(rc));
   if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+bool PmixServer::every_rank_finalized() const {
+  for (int rank = 0; rank < ranks_; ++rank)
+    if (!finalized(rank)) return false;
+  return true;
 }
 
 Expected<void> PmixServer::register_job() {

@@ -37,6 +37,7 @@ class PmixServer {
   [[nodiscard]] int wake_fd() const { return wake_fd_; }
   std::vector<AbortRequest> take_aborts();
   [[nodiscard]] bool finalized(int rank) const;
+  [[nodiscard]] bool every_rank_finalized() const;
   [[nodiscard]] const std::string& job_id() const { return job_id_; }
 
   // Called by the PMIx module callbacks (PMIx progress thread).

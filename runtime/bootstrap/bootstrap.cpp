@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 #include <pmix.h>
+#include <pmix_version.h>
 
 #include "runtime/base/config.hpp"
 #include "runtime/base/log.hpp"
@@ -117,6 +118,11 @@ void Bootstrap::abort(int exit_code, std::string_view reason) {
   pmix_status_t rc = PMIx_Abort(exit_code, message.c_str(), nullptr, 0);
   if (rc != PMIX_SUCCESS) log::error("bootstrap", "PMIx_Abort failed: {}", pmix::status_text(rc));
   std::_Exit(exit_code == 0 ? 1 : exit_code);
+}
+
+std::string pmix_version_text() {
+  return fmt::format("built with PMIx {}.{}.{}, running {}", PMIX_VERSION_MAJOR, PMIX_VERSION_MINOR,
+                     PMIX_VERSION_RELEASE, PMIx_Get_version());
 }
 
 bool Bootstrap::peer_alive(int peer) const { return !health_->why_unreachable(peer).has_value(); }

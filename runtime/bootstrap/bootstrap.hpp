@@ -72,4 +72,7 @@ class Bootstrap {
   PeerHealth* health_;  // process-wide, outlives every Bootstrap
 };
 
+// "built with PMIx 4.2.2, running 4.2.2rc2 (...)" for tether-info -v.
+[[nodiscard]] std::string pmix_version_text();
+
 }  // namespace tether

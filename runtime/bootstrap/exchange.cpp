@@ -15,7 +15,8 @@ namespace {
 Expected<std::string> checked_key(std::string_view key) {
   if (key.empty() || key.size() > PMIX_MAX_KEYLEN) {
     return make_error(Errc::invalid_argument,
-                      fmt::format("bootstrap key '{}' has {} characters", key, key.size()),
+                      fmt::format("bootstrap key '{:.40}{}' has {} characters", key, key.size() > 40 ? "..." : "",
+                                  key.size()),
                       fmt::format("use a key of 1 to {} characters", PMIX_MAX_KEYLEN));
   }
   return std::string(key);
@@ -95,9 +96,12 @@ Expected<std::vector<std::byte>> Bootstrap::get(int peer, std::string_view key) 
                              return std::nullopt;
                            });
   if (!waited) return tl::unexpected(waited.error());
-  if (*waited == PMIX_ERR_NOT_FOUND) {
-    return make_error(Errc::invalid_argument, fmt::format("rank {} published nothing under '{}'", peer, key),
-                      "make every rank put() the key and commit() before peers get() it");
+  if (*waited == PMIX_ERR_NOT_FOUND || *waited == PMIX_ERR_TIMEOUT) {
+    if (auto alive = check_peer(peer); !alive) return tl::unexpected(alive.error());
+    return make_error(*waited == PMIX_ERR_NOT_FOUND ? Errc::invalid_argument : Errc::timeout,
+                      fmt::format("rank {} has published nothing under '{}' ({})", peer, key,
+                                  pmix::status_text(*waited)),
+                      "make every rank put() the key and commit() before peers get() it", *waited);
   }
   if (*waited != PMIX_SUCCESS) {
     if (auto alive = check_peer(peer); !alive) return tl::unexpected(alive.error());

@@ -7,6 +7,7 @@
 #include "pool/memlock.hpp"
 #include "runtime/base/build_info.hpp"
 #include "runtime/base/config.hpp"
+#include "runtime/bootstrap/bootstrap.hpp"
 #include "transport/transport.hpp"
 
 namespace {
@@ -29,6 +30,7 @@ void print_version() {
   fmt::print("tether {}\nbuild type: {}\ncompiler: {}\ntransports: {}\nmemlock: {}\n", info.version,
              info.build_type, info.compiler, info.transports.empty() ? "none" : info.transports,
              tether::pool::read_memlock_limit().describe());
+  fmt::print("pmix: {}\n", tether::pmix_version_text());
   fmt::print("ofi provider: {}\n", tether::transport::describe_ofi_choice());
 }
 

@@ -76,12 +76,9 @@ Expected<void> Engine::start() {
   auto address = transport_->address();
   auto put = bootstrap_->put(kAddressKey, address);
   if (!put) return put;
-  bootstrap_->on_peer_death([this](int peer, std::string_view why) {
-    if (peer < 0 || peer >= size_) return;
-    dead_[static_cast<std::size_t>(peer)]->store(true);
-    deaths_.fetch_add(1);
-    log::warn("runtime", "rank {} died ({}); requests to and from it fail", peer, why);
-  });
+  bootstrap_->on_peer_death([this](int peer, std::string_view why) { note_death(peer, why); });
+  for (int peer = 0; peer < size_; ++peer)  // deaths before the callback existed
+    if (!bootstrap_->peer_alive(peer)) note_death(peer, "it died before this rank started");
   auto published = bootstrap_->publish();
   if (!published) return published;
   if (options_.progress_thread)
@@ -94,6 +91,13 @@ Expected<void> Engine::start() {
   log::info("runtime", "rank {} of {} up on {}, eager limit {} B", rank_, size_, transport_->name(),
             options_.eager_limit_bytes);
   return {};
+}
+
+// Called from the PMIx event thread.
+void Engine::note_death(int peer, std::string_view why) noexcept {
+  if (peer < 0 || peer >= size_ || dead_[static_cast<std::size_t>(peer)]->exchange(true)) return;
+  deaths_.fetch_add(1);
+  log::warn("runtime", "rank {} died ({}); requests to and from it fail", peer, why);
 }
 
 Expected<transport::PeerIndex> Engine::resolve(int peer_rank) {

@@ -100,6 +100,7 @@ class Engine {
   void run_command(RequestSlot* slot) noexcept;
   void complete(RequestSlot* slot, Errc error) noexcept;
   void fail_requests_of_dead_peers() noexcept;
+  void note_death(int peer, std::string_view why) noexcept;
   Status refuse(Errc code, std::string cause, std::string remedy) noexcept;
   Status finish_test(RequestSlot* slot, Request& request, MessageInfo* info) noexcept;
 

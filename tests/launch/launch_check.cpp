@@ -15,8 +15,12 @@
 #include <fmt/format.h>
 
 #include "runtime/bootstrap/bootstrap.hpp"
+#include "tests/launch/launch_check_payload.hpp"
 
 namespace {
+
+using tether::testing::fnv1a;
+using tether::testing::payload_of;
 
 constexpr std::string_view kKey = "launch-check.value";
 
@@ -25,11 +29,15 @@ struct CheckOptions {
   int hang_rank = -1;
   int abort_rank = -1;
   int expect_size = -1;
+  bool bad_requests = false;
   std::size_t payload_bytes = 4096;
 };
 
 CheckOptions parse(int argc, char** argv) {
   CheckOptions options;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--bad-requests") options.bad_requests = true;
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string_view flag(argv[i]);
     long value = std::strtol(argv[i + 1], nullptr, 10);
@@ -40,18 +48,6 @@ CheckOptions parse(int argc, char** argv) {
     else if (flag == "--payload") options.payload_bytes = static_cast<std::size_t>(value);
   }
   return options;
-}
-
-std::vector<std::byte> payload_of(int rank, std::size_t bytes) {
-  std::vector<std::byte> payload(bytes);
-  for (std::size_t i = 0; i < bytes; ++i)
-    payload[i] = static_cast<std::byte>((static_cast<std::size_t>(rank) * 131 + i * 7 + (i >> 8)) & 0xff);
-  return payload;
-}
-
-std::uint64_t fnv1a(std::span<const std::byte> bytes, std::uint64_t hash = 14695981039346656037ull) {
-  for (std::byte b : bytes) hash = (hash ^ static_cast<std::uint64_t>(b)) * 1099511628211ull;
-  return hash;
 }
 
 int fail(int rank, const std::string& what) {
@@ -93,6 +89,35 @@ int expect_peer_death(tether::Bootstrap& boot, int dead) {
   return 0;
 }
 
+int expect_error(int rank, const tether::Expected<std::vector<std::byte>>& got, tether::Errc code,
+                 const std::string& needle, std::string_view what) {
+  if (got) return fail(rank, fmt::format("{} succeeded", what));
+  if (got.error().code != code || got.error().message().find(needle) == std::string::npos)
+    return fail(rank, fmt::format("{}: unexpected error: {}", what, got.error().message()));
+  fmt::print("launch-check rank {}: {} rejected: {}\n", rank, what, got.error().message());
+  return 0;
+}
+
+// Requests that can never work get clear errors instead of hanging or crashing.
+int reject_bad_requests(tether::Bootstrap& boot) {
+  const int rank = boot.rank();
+  const int peer = (rank + 1) % boot.size();
+  int failed = expect_error(rank, boot.get(boot.size(), kKey), tether::Errc::invalid_argument,
+                            fmt::format("rank {} does not exist", boot.size()), "get from an unknown rank");
+  failed |= expect_error(rank, boot.get(-1, kKey), tether::Errc::invalid_argument, "rank -1 does not exist",
+                         "get from rank -1");
+  failed |= expect_error(rank, boot.get(peer, std::string(600, 'k')), tether::Errc::invalid_argument,
+                         "600 characters", "get with a 600-character key");
+  auto missing = boot.get(peer, "launch-check.never-put");
+  if (missing) return fail(rank, "get of a key nobody put succeeded");
+  auto code = missing.error().code;
+  if (code != tether::Errc::invalid_argument && code != tether::Errc::timeout)
+    return fail(rank, fmt::format("get of a key nobody put: unexpected error: {}", missing.error().message()));
+  fmt::print("launch-check rank {}: get of a key nobody put rejected: {}\n", rank, missing.error().message());
+  std::fflush(stdout);
+  return failed;
+}
+
 int exchange_and_verify(tether::Bootstrap& boot, const CheckOptions& options) {
   const int rank = boot.rank();
   if (auto put = boot.put(kKey, payload_of(rank, options.payload_bytes)); !put) return fail(rank, put.error().message());
@@ -107,6 +132,7 @@ int exchange_and_verify(tether::Bootstrap& boot, const CheckOptions& options) {
       return fail(rank, fmt::format("rank {}'s value differs ({} bytes)", peer, got->size()));
     digest = fnv1a(*got, digest);
   }
+  if (options.bad_requests && reject_bad_requests(boot) != 0) return 1;
   if (auto fenced = boot.fence(); !fenced) return fail(rank, fenced.error().message());
   fmt::print("launch-check rank {} of {} ok: verified {} peers, digest {:016x}\n", rank, boot.size(), boot.size(), digest);
   std::fflush(stdout);

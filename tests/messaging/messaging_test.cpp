@@ -75,6 +75,11 @@ struct Case {
   std::string protocol;   // "put" or "get"
 };
 
+void PrintTo(const Case& test_case, std::ostream* out) {
+  *out << test_case.scenario << " on " << test_case.ranks << " ranks over " << test_case.transport << " ("
+       << test_case.protocol << ")";
+}
+
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   std::string name = info.param.scenario + "_" + std::to_string(info.param.ranks) + "ranks_" +
                      info.param.transport + "_" + info.param.protocol;

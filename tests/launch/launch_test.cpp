@@ -1,0 +1,93 @@
+// Jobs that should succeed: tether-run with 1, 2 and 4 ranks, the pre-exchange option,
+// tagged output, mpirun with 2 and 4 ranks, and the no-launcher error.
+#include <gtest/gtest.h>
+
+#include "runtime/bootstrap/pmix_values.hpp"
+#include "tests/launch/launch_support.hpp"
+
+namespace tether::testing {
+namespace {
+
+class TetherRunRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(TetherRunRanks, EveryRankVerifiesEveryPeersValue) {
+  const int ranks = GetParam();
+  ScratchDir scratch;
+  auto outcome = run({tether_run(), "-n", std::to_string(ranks), "--timeout", "45s", launch_check(), "--expect-size",
+                      std::to_string(ranks)},
+                     {scratch.env()}, kWatchdog);
+  ASSERT_FALSE(outcome.timed_out) << outcome.output;
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_EQ(count_verified_ranks(outcome.output, ranks), ranks) << outcome.output;
+  EXPECT_TRUE(scratch.entries().empty()) << "tether-run left " << scratch.entries().front();
+}
+
+INSTANTIATE_TEST_SUITE_P(Launch, TetherRunRanks, ::testing::Values(1, 2, 4));
+
+TEST(TetherRun, PreexchangeFenceGivesTheSameValues) {
+  ScratchDir scratch;
+  auto outcome = run({tether_run(), "-n", "4", "--timeout", "45s", launch_check(), "--expect-size", "4"},
+                     {scratch.env(), "TETHER_BOOTSTRAP_PREEXCHANGE=1"}, kWatchdog);
+  ASSERT_FALSE(outcome.timed_out) << outcome.output;
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_EQ(count_verified_ranks(outcome.output, 4), 4) << outcome.output;
+}
+
+TEST(TetherRun, TagOutputPrefixesEveryLineWithItsRank) {
+  ScratchDir scratch;
+  auto outcome = run({tether_run(), "-n", "3", "--tag-output", "--timeout", "45s", launch_check()}, {scratch.env()},
+                     kWatchdog);
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.output;
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_NE(outcome.output.find(fmt::format("[rank {}] launch-check rank {} of 3 ok", rank, rank)), std::string::npos)
+        << outcome.output;
+  }
+}
+
+TEST(Bootstrap, BadRequestsGetClearErrorsAndTheJobStillCompletes) {
+  ScratchDir scratch;
+  auto outcome = run({tether_run(), "-n", "2", "--timeout", "45s", launch_check(), "--bad-requests"},
+                     {scratch.env(), "TETHER_BOOTSTRAP_TIMEOUT=3s"}, kWatchdog);
+  ASSERT_FALSE(outcome.timed_out) << outcome.output;
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_EQ(count_occurrences(outcome.output, "get from an unknown rank rejected: invalid argument: rank 2 does not exist"), 2)
+      << outcome.output;
+  EXPECT_EQ(count_occurrences(outcome.output, "get with a 600-character key rejected"), 2) << outcome.output;
+  EXPECT_EQ(count_occurrences(outcome.output, "get of a key nobody put rejected"), 2) << outcome.output;
+  EXPECT_EQ(count_verified_ranks(outcome.output, 2), 2) << outcome.output;
+}
+
+TEST(Bootstrap, WithoutALauncherSaysHowToLaunch) {
+  auto outcome = run({launch_check()}, {}, kWatchdog);
+  EXPECT_EQ(outcome.exit_code, 2) << outcome.output;
+  EXPECT_NE(outcome.output.find("no PMIx server"), std::string::npos) << outcome.output;
+  for (const char* launcher : {"tether-run -n N", "mpirun -n N", "srun --mpi=pmix", "prun -n N"})
+    EXPECT_NE(outcome.output.find(launcher), std::string::npos) << "missing " << launcher << " in " << outcome.output;
+  EXPECT_EQ(outcome.output.find("of 1 ok"), std::string::npos) << "came up as a singleton: " << outcome.output;
+}
+
+TEST(Bootstrap, RankListsParseRangesAndRejectGarbage) {
+  EXPECT_EQ(pmix::parse_rank_list("0,2-4,7"), (std::vector<int>{0, 2, 3, 4, 7}));
+  EXPECT_EQ(pmix::parse_rank_list("5"), (std::vector<int>{5}));
+  EXPECT_FALSE(pmix::parse_rank_list("1,x").has_value());
+  EXPECT_FALSE(pmix::parse_rank_list("4-2").has_value());
+}
+
+class MpirunRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(MpirunRanks, SameBinaryRunsUnchangedUnderMpirun) {
+  if (mpirun().empty()) GTEST_SKIP() << "mpirun not found at configure time (Debian package openmpi-bin)";
+  const int ranks = GetParam();
+  auto outcome = run({mpirun(), "--oversubscribe", "-n", std::to_string(ranks), launch_check(), "--expect-size",
+                      std::to_string(ranks)},
+                     {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"},
+                     kWatchdog);
+  ASSERT_FALSE(outcome.timed_out) << outcome.output;
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_EQ(count_verified_ranks(outcome.output, ranks), ranks) << outcome.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Launch, MpirunRanks, ::testing::Values(2, 4));
+
+}  // namespace
+}  // namespace tether::testing
