@@ -59,6 +59,7 @@ std::string usage_text() {
          "  --kill-after DURATION after a rank fails, how long the others may run before\n"
          "                        SIGTERM, then SIGKILL 2 s later (default 10s)\n"
          "  --tag-output          prefix every output line with \"[rank R] \"\n"
+         "  --oversubscribe       accepted for mpirun habits; ranks may outnumber cores\n"
          "The exit code is 0 when every rank exits 0; otherwise the first failure's exit\n"
          "code, or 128+signal for a rank killed by a signal.\n";
 }
@@ -76,6 +77,7 @@ Expected<LaunchOptions> parse_command_line(int argc, char** argv) {
       options.tag_output = true;
       continue;
     }
+    if (flag == "--oversubscribe") continue;  // mpirun's habit; one node always takes N ranks
     std::string_view value;
     if (auto equals = flag.find('='); equals != std::string_view::npos && flag.starts_with("--")) {
       value = flag.substr(equals + 1);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "apps/comm/tether/tether_backend.hpp"
+
 #ifdef TETHER_APPS_HAVE_MPI
 #include "apps/comm/mpi/mpi_backend.hpp"
 #endif
@@ -13,14 +15,7 @@ Expected<std::unique_ptr<CommBackend>> start_persist_not_built(int&, char**&) {
   return make_error(Errc::unsupported,
                     "--comm persist is not built yet: it runs on tether's persistent channels "
                     "(persist/), which this build does not contain",
-                    "run with --comm mpi or --comm mpi-persist under mpirun until persist lands");
-}
-
-Expected<std::unique_ptr<CommBackend>> start_sendrecv_not_built(int&, char**&) {
-  return make_error(Errc::unsupported,
-                    "--comm sendrecv is not built yet: it runs on tether's non-blocking "
-                    "send/receive, which this build does not contain",
-                    "run with --comm mpi or --comm mpi-persist under mpirun until it lands");
+                    "run with --comm sendrecv (tether-run) or --comm mpi under mpirun until persist lands");
 }
 
 #ifndef TETHER_APPS_HAVE_MPI
@@ -49,8 +44,8 @@ constexpr auto kStartMpiPersistent = &start_mpi_not_built;
 constexpr CommMode kModes[] = {
     {"persist", "tether persistent channels, one per face and direction (default once built)", false,
      &start_persist_not_built},
-    {"sendrecv", "tether non-blocking send/receive, re-posted every iteration", false,
-     &start_sendrecv_not_built},
+    {"sendrecv", "tether non-blocking send/receive, re-posted every iteration", true,
+     &start_tether_sendrecv_backend},
     {"mpi", "MPI_Irecv/MPI_Isend posted every iteration, MPI_Waitall", kHaveMpi, kStartMpi},
     {"mpi-persist", "MPI_Recv_init/MPI_Send_init once, MPI_Startall/MPI_Waitall per iteration",
      kHaveMpi, kStartMpiPersistent},
