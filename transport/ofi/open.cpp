@@ -122,6 +122,7 @@ OfiTransport::OfiTransport(fi_info* info) : info_(info) {
   limits_.receive_queue_depth = info->rx_attr->size;
   needs_local_descriptor_ = (info->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
   virtual_addressing_ = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
+  carries_notification_ = info->domain_attr->cq_data_size >= sizeof(std::uint64_t);
   operations_ = OperationTable(limits_.send_queue_depth + limits_.receive_queue_depth);
 }
 
