@@ -2,6 +2,7 @@
 // processes over one transport, printed as OSU-style tables.
 //   tether-bench-transport [--transport ofi:shm|ofi:tcp|verbs] [--domain NAME]
 //                          [--iterations N] [--sizes a,b,c] [--bw-sizes a,b,c] [--csv]
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -93,29 +94,54 @@ struct BenchSide {
   char* send_buffer = nullptr;
   char* receive_buffer = nullptr;
   Completion completions[16];
+  std::uint64_t arrived[6] = {};
+  std::uint64_t sends_posted = 0;
 
-  // Polls until `wanted` completions of `kind` arrived; other kinds are dropped.
-  void wait_for(CompletionKind kind, std::size_t wanted = 1) {
-    while (wanted > 0) {
-      std::size_t count = transport->poll(completions);
-      for (std::size_t i = 0; i < count; ++i) {
-        if (completions[i].kind == CompletionKind::error)
-          die(fmt::format("{}: error completion: {} ({})", transport->name(),
-                          tether::errc_name(completions[i].error), completions[i].cause));
-        wanted -= completions[i].kind == kind && wanted > 0;
-      }
+  // Polls once and counts what arrived by kind; nothing is lost while waiting for another kind.
+  void poll_once() {
+    std::size_t count = transport->poll(completions);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (completions[i].kind == CompletionKind::error)
+        die(fmt::format("{}: error completion: {} ({})", transport->name(),
+                        tether::errc_name(completions[i].error), completions[i].cause));
+      ++arrived[static_cast<int>(completions[i].kind)];
     }
   }
+  // Polls until `wanted` completions of `kind` arrived, and consumes them.
+  void wait_for(CompletionKind kind, std::uint64_t wanted = 1) {
+    auto& count = arrived[static_cast<int>(kind)];
+    while (count < wanted) poll_once();
+    count -= wanted;
+  }
+  // Waits until every posted send completed: a rendezvous needs the sender to poll.
+  void drain_sends() {
+    wait_for(CompletionKind::send_done, sends_posted);
+    sends_posted = 0;
+  }
+  void send(std::size_t size);
   template <class Post>
   void post(Post&& post_once) {
     for (;;) {
       Status status = post_once();
       if (status == Status::posted || status == Status::done) return;
       if (status == Status::error) die(transport->last_error().message());
-      (void)transport->poll(completions);
+      poll_once();
     }
   }
 };
+
+void BenchSide::send(std::size_t size) {
+  for (;;) {
+    Status status = transport->send(peer, send_buffer, size, nullptr, 0);
+    if (status == Status::done) return;
+    if (status == Status::posted) {
+      ++sends_posted;
+      return;
+    }
+    if (status == Status::error) die(transport->last_error().message());
+    poll_once();
+  }
+}
 
 BenchSide connect(const Options& options, int control, std::size_t buffer_bytes) {
   BenchSide side;
@@ -142,9 +168,12 @@ BenchSide connect(const Options& options, int control, std::size_t buffer_bytes)
   return side;
 }
 
-void barrier(int control) {
+// Waits for the other side while polling: its last rendezvous may need our progress.
+void barrier(BenchSide& side, int control) {
   char byte = 0;
   write_all(control, &byte, 1);
+  pollfd entry{control, POLLIN, 0};
+  while (::poll(&entry, 1, 0) == 0) side.poll_once();
   read_all(control, &byte, 1);
 }
 
@@ -155,17 +184,18 @@ double ping_pong(BenchSide& side, bool initiator, std::size_t size, long iterati
   for (int phase = 0; phase < 2; ++phase) {
     long rounds = phase == 0 ? warmup : iterations;
     side.post([&] { return side.transport->post_receive(side.receive_buffer, size, nullptr, 0); });
-    barrier(control);
+    barrier(side, control);
     auto start = Clock::now();
     for (long i = 0; i < rounds; ++i) {
-      if (initiator) side.post([&] { return side.transport->send(side.peer, side.send_buffer, size, nullptr, 0); });
+      if (initiator) side.send(size);
       side.wait_for(CompletionKind::receive);
       if (i + 1 < rounds)
         side.post([&] { return side.transport->post_receive(side.receive_buffer, size, nullptr, 0); });
-      if (!initiator) side.post([&] { return side.transport->send(side.peer, side.send_buffer, size, nullptr, 0); });
+      if (!initiator) side.send(size);
     }
     std::chrono::duration<double, std::micro> elapsed = Clock::now() - start;
     result = elapsed.count() / (2.0 * static_cast<double>(rounds));
+    side.drain_sends();
   }
   return result;
 }
@@ -175,7 +205,7 @@ double ping_pong(BenchSide& side, bool initiator, std::size_t size, long iterati
 double write_bandwidth(BenchSide& side, bool initiator, std::size_t size, std::size_t window,
                        long iterations, int control, const tether::transport::RemoteBuffer& target) {
   side.post([&] { return side.transport->post_receive(side.receive_buffer, 8, nullptr, 0); });
-  barrier(control);
+  barrier(side, control);
   auto start = Clock::now();
   if (initiator) {
     for (long i = 0; i < iterations; ++i) {
@@ -187,7 +217,8 @@ double write_bandwidth(BenchSide& side, bool initiator, std::size_t size, std::s
     side.wait_for(CompletionKind::receive);
   } else {
     side.wait_for(CompletionKind::remote_write);
-    side.post([&] { return side.transport->send(side.peer, side.send_buffer, 8, nullptr, 0); });
+    side.send(8);
+    side.drain_sends();
   }
   std::chrono::duration<double> elapsed = Clock::now() - start;
   double bytes = static_cast<double>(size) * static_cast<double>(window) * static_cast<double>(iterations);
@@ -230,7 +261,7 @@ void run_side(const Options& options, bool initiator, int control) {
     else std::printf("%-11zu %.1f\n", size, bandwidth);
     std::fflush(stdout);
   }
-  barrier(control);
+  barrier(side, control);
 }
 
 }  // namespace
