@@ -101,6 +101,7 @@ class OfiTransport final : public Transport {
   PeerIndex peer_count_ = 0;
   bool needs_local_descriptor_ = false;
   bool virtual_addressing_ = false;
+  bool carries_notification_ = false;  // cq_data_size >= 8
   OperationTable operations_{1};
 };
 

@@ -15,7 +15,7 @@ constexpr std::uint64_t kMrModesHandled =
     FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
 constexpr std::uint32_t kApiVersion = FI_VERSION(1, 14);
 
-fi_info* make_hints(const std::string& provider, const std::string& domain) {
+fi_info* make_hints(const std::string& provider) {
   fi_info* hints = fi_allocinfo();
   if (hints == nullptr) return nullptr;
   hints->ep_attr->type = FI_EP_RDM;
@@ -24,8 +24,14 @@ fi_info* make_hints(const std::string& provider, const std::string& domain) {
   hints->domain_attr->mr_mode = kMrModesHandled;
   hints->domain_attr->threading = FI_THREAD_SAFE;
   if (!provider.empty()) hints->fabric_attr->prov_name = ::strdup(provider.c_str());
-  if (!domain.empty()) hints->domain_attr->name = ::strdup(domain.c_str());
   return hints;
+}
+
+// The first entry on `domain` (layered providers such as ofi_rxm ignore a domain hint).
+fi_info* first_on_domain(fi_info* list, const std::string& domain) {
+  for (fi_info* info = list; info != nullptr; info = info->next)
+    if (domain.empty() || (info->domain_attr->name && domain == info->domain_attr->name)) return info;
+  return nullptr;
 }
 
 Error getinfo_error(int result, const std::string& provider, const std::string& domain) {
@@ -53,7 +59,7 @@ std::string choose_provider(std::string_view requested, std::string& why) {
     why = "TETHER_OFI_PROVIDER or the caller asked for it";
     return std::string(requested);
   }
-  fi_info* hints = make_hints("", "");
+  fi_info* hints = make_hints("");
   fi_info* found = nullptr;
   int result = hints ? fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &found) : -FI_ENOMEM;
   fi_freeinfo(hints);
@@ -87,13 +93,17 @@ Errc errc_of(int provider_errno) noexcept {
 
 Expected<std::unique_ptr<Transport>> OfiTransport::open(const std::string& provider,
                                                         const std::string& domain) {
-  fi_info* hints = make_hints(provider, domain);
+  fi_info* hints = make_hints(provider);
   if (hints == nullptr) return make_error(Errc::out_of_memory, "fi_allocinfo failed", "free memory");
   fi_info* found = nullptr;
   int result = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &found);
   fi_freeinfo(hints);
-  if (result != 0 || found == nullptr) return tl::unexpected(getinfo_error(result, provider, domain));
-  fi_info* chosen = fi_dupinfo(found);
+  fi_info* on_domain = result == 0 ? first_on_domain(found, domain) : nullptr;
+  if (on_domain == nullptr) {
+    fi_freeinfo(found);
+    return tl::unexpected(getinfo_error(result == 0 ? -FI_ENODATA : result, provider, domain));
+  }
+  fi_info* chosen = fi_dupinfo(on_domain);
   fi_freeinfo(found);
   std::unique_ptr<OfiTransport> transport(new OfiTransport(chosen));
   if (auto opened = transport->open_resources(); !opened) return tl::unexpected(opened.error());
@@ -112,6 +122,7 @@ OfiTransport::OfiTransport(fi_info* info) : info_(info) {
   limits_.receive_queue_depth = info->rx_attr->size;
   needs_local_descriptor_ = (info->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
   virtual_addressing_ = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
+  carries_notification_ = info->domain_attr->cq_data_size >= sizeof(std::uint64_t);
   operations_ = OperationTable(limits_.send_queue_depth + limits_.receive_queue_depth);
 }
 
