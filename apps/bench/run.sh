@@ -9,7 +9,9 @@
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-2}
-sizes=1,8,64,512,4096,8192,65536,1048576,4194304
+sizes=1,8,64,1024,8192,65536,1048576,4194304
+# latency iterations at small sizes per path (the apps scale them down for large sizes)
+declare -A latency_iterations=([shm]=5000 [tcp]=1000)
 runner="$build/tether-run"
 [ -x "$runner" ] || runner="$build/launch/tether-run"
 apps="$build/apps/bench"
@@ -25,11 +27,15 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpi_tcp=(--mca btl self,tcp --mca pml ob1 --mca btl_tcp_if_include lo)
 mpi_common=(-n 2 --mca oob_tcp_if_include lo --mca btl_base_warn_component_unused 0)
 
+# iterations_option PATH APP: --iterations for latency runs, the default for bandwidth
+iterations_option() { [ "$2" = pingpong ] && echo "--iterations ${latency_iterations[$1]}" || true; }
+
 # tether_app PATH APP ROUND: tether-APP on 2 ranks; PATH shm or tcp
 tether_app() {
   local environment=(TETHER_SHM=on)
   [ "$1" = tcp ] && environment=(TETHER_SHM=off TETHER_OFI_DOMAIN=lo)
-  env "${environment[@]}" "$runner" -n 2 --timeout 60s "$apps/tether-$2" --sizes "$sizes" --csv \
+  # shellcheck disable=SC2046
+  env "${environment[@]}" "$runner" -n 2 --timeout 60s "$apps/tether-$2" --sizes "$sizes" --csv $(iterations_option "$1" "$2") \
     >"$results/tether-$1-$2.$3" 2>"$results/tether-$1-$2.$3.err" ||
     echo "# tether-$2 over $1 failed: $(tail -3 "$results/tether-$1-$2.$3.err")"
 }
@@ -38,7 +44,8 @@ tether_app() {
 mpi_app() {
   local transport=()
   [ "$1" = tcp ] && transport=("${mpi_tcp[@]}")
-  timeout 90 mpirun "${mpi_common[@]}" "${transport[@]}" "$apps/tether-mpi-$2" --sizes "$sizes" --csv \
+  # shellcheck disable=SC2046
+  timeout 90 mpirun "${mpi_common[@]}" "${transport[@]}" "$apps/tether-mpi-$2" --sizes "$sizes" --csv $(iterations_option "$1" "$2") \
     >"$results/mpi-$1-$2.$3" 2>"$results/mpi-$1-$2.$3.err" ||
     echo "# tether-mpi-$2 over $1 failed: $(tail -3 "$results/mpi-$1-$2.$3.err")"
 }
@@ -49,6 +56,22 @@ transport_latency() {
   [ -x "$bench" ] || return 0
   timeout 60 "$bench" --transport "$1" --sizes 8 --bw-sizes "" --iterations 20000 --csv 2>/dev/null |
     awk -F, '/^latency_us/ { print "8," $3 }' >"$results/transport-${1#ofi:}.$2" || true
+}
+
+# fi_pingpong_latency PATH ROUND: libfabric's own 8 B ping-pong (libfabric-bin), the
+# reference below tether's transport layer; usec/xfer is half the round trip
+fi_port=47850
+fi_pingpong_latency() {
+  command -v fi_pingpong >/dev/null || return 0
+  local provider=(-p shm) count=20000 server output
+  [ "$1" = tcp ] && provider=(-p "tcp;ofi_rxm" -d lo) count=2000
+  fi_port=$((fi_port + 1))
+  timeout 60 fi_pingpong "${provider[@]}" -e rdm -S 8 -I "$count" -B "$fi_port" >/dev/null 2>&1 &
+  server=$!
+  sleep 0.3
+  output=$(timeout 60 fi_pingpong "${provider[@]}" -e rdm -S 8 -I "$count" -P "$fi_port" 127.0.0.1 2>&1) || true
+  wait "$server" || true
+  awk '$1 == "bytes" { header = 1; next } header && NF >= 7 { print "8," $7 }' <<<"$output" >"$results/fi-$1.$2"
 }
 
 # best NAME SIZE min|max: the best figure at SIZE over the rounds of NAME
@@ -67,6 +90,8 @@ for round in $(seq 1 "$rounds"); do
   done
   transport_latency ofi:shm "$round"
   transport_latency ofi:tcp "$round"
+  fi_pingpong_latency shm "$round"
+  fi_pingpong_latency tcp "$round"
 done
 
 # full_table NAME TITLE COLUMN min|max: the best-of-rounds table at every size
@@ -100,10 +125,12 @@ for path in shm tcp; do
   row "$label" "1 MiB bw (MB/s)" "$(best tether-$path-bw 1048576 max)" "$(best mpi-$path-bw 1048576 max)" "$bar_bandwidth"
 done
 echo
-echo "# tether-pingpong 8 B vs the transport-level ping-pong (tether-bench-transport), bar: ratio <= 1.2"
+echo "# 8 B one-way latency below tether's messaging layer, bar: tether / transport-level <= 1.2"
+echo "# transport-level: tether-bench-transport; libfabric: fi_pingpong on the same provider"
 for path in shm tcp; do
-  transport=$(best "transport-$path" 8 min)
-  [ "$transport" = n/a ] && transport="n/a (tether-bench-transport printed no figure)"
-  printf '%-4s tether %s us, transport %s us, ratio %s\n' "$path" "$(best tether-$path-pingpong 8 min)" \
-    "$transport" "$(ratio "$(best tether-$path-pingpong 8 min)" "$transport")"
+  tether=$(best tether-$path-pingpong 8 min) transport=$(best transport-$path 8 min) libfabric=$(best fi-$path 8 min)
+  printf '%-4s tether %s us | transport-level %s us, ratio %s | libfabric %s us, ratio %s\n' "$path" "$tether" \
+    "$transport" "$(ratio "$tether" "$transport")" "$libfabric" "$(ratio "$tether" "$libfabric")"
 done
+[ "$(best transport-shm 8 min)" = n/a ] && echo "# transport-level n/a: tether-bench-transport missing or printed no figure"
+exit 0
