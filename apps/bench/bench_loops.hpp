@@ -64,6 +64,15 @@ struct Failure {
   }
 };
 
+// Rank 0 sends `bytes` and receives them back; rank 1 receives, then sends.
+template <Endpoint E>
+bool round_trip(E& endpoint, const BufferPair<E>& buffers, std::size_t bytes) {
+  int peer = 1 - endpoint.rank();
+  if (endpoint.rank() == 0)
+    return endpoint.send(buffers.out(), bytes, peer) && endpoint.receive(buffers.in(), bytes, peer);
+  return endpoint.receive(buffers.in(), bytes, peer) && endpoint.send(buffers.out(), bytes, peer);
+}
+
 // Rank 0 sends its pattern, rank 1 checks it and answers with its own, rank 0 checks that.
 template <Endpoint E>
 bool verify_size(E& endpoint, const BufferPair<E>& buffers, std::size_t bytes, Failure& failure) {
@@ -71,9 +80,7 @@ bool verify_size(E& endpoint, const BufferPair<E>& buffers, std::size_t bytes, F
   int peer = 1 - me;
   fill_pattern(buffers.out(), bytes, me);
   std::memset(buffers.in(), 0, bytes);
-  bool moved = me == 0 ? endpoint.send(buffers.out(), bytes, peer) && endpoint.receive(buffers.in(), bytes, peer)
-                       : endpoint.receive(buffers.in(), bytes, peer) && endpoint.send(buffers.out(), bytes, peer);
-  if (!moved) return failure.set(endpoint.error());
+  if (!round_trip(endpoint, buffers, bytes)) return failure.set(endpoint.error());
   std::uint64_t landed = checksum(buffers.in(), bytes);
   std::uint64_t expected = pattern_checksum(bytes, peer);
   if (landed == expected) return true;
@@ -92,14 +99,10 @@ template <Endpoint E>
 bool time_latency(E& endpoint, const Options& options, const BufferPair<E>& buffers, std::size_t bytes, double& result) {
   long iterations = iterations_for(options, bytes);
   long warmup = warmup_for(options, bytes);
-  int peer = 1 - endpoint.rank();
   Clock::time_point start = Clock::now();
   for (long i = 0; i < warmup + iterations; ++i) {
     if (i == warmup) start = Clock::now();
-    bool ok = endpoint.rank() == 0
-                  ? endpoint.send(buffers.out(), bytes, peer) && endpoint.receive(buffers.in(), bytes, peer)
-                  : endpoint.receive(buffers.in(), bytes, peer) && endpoint.send(buffers.out(), bytes, peer);
-    if (!ok) return false;
+    if (!round_trip(endpoint, buffers, bytes)) return false;
   }
   result = elapsed_us(start) / (2.0 * static_cast<double>(iterations));
   return true;
