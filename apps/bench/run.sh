@@ -19,16 +19,18 @@ for program in "$runner" "$apps/tether-pingpong" "$apps/tether-bw"; do
   [ -x "$program" ] || { echo "run.sh: no $program: build first (ninja -C $build)"; exit 1; }
 done
 have_mpi=1
-[ -x "$apps/tether-mpi-pingpong" ] && command -v mpirun >/dev/null || {
-  have_mpi=0; echo "# no Open MPI baselines (apt-get install libopenmpi-dev openmpi-bin, then rebuild)"; }
+if [ ! -x "$apps/tether-mpi-pingpong" ] || ! command -v mpirun >/dev/null; then
+  have_mpi=0
+  echo "# no Open MPI baselines (apt-get install libopenmpi-dev openmpi-bin, then rebuild)"
+fi
 results=$(mktemp -d /tmp/tether-bench.XXXXXX)
 trap 'rm -rf "$results"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mpi_tcp=(--mca btl self,tcp --mca pml ob1 --mca btl_tcp_if_include lo)
+mpi_tcp=(--mca btl "self,tcp" --mca pml ob1 --mca btl_tcp_if_include lo)
 mpi_common=(-n 2 --mca oob_tcp_if_include lo --mca btl_base_warn_component_unused 0)
 
 # iterations_option PATH APP: --iterations for latency runs, the default for bandwidth
-iterations_option() { [ "$2" = pingpong ] && echo "--iterations ${latency_iterations[$1]}" || true; }
+iterations_option() { if [ "$2" = pingpong ]; then echo "--iterations ${latency_iterations[$1]}"; fi; }
 
 # tether_app PATH APP ROUND: tether-APP on 2 ranks; PATH shm or tcp
 tether_app() {
@@ -42,10 +44,10 @@ tether_app() {
 
 # mpi_app PATH APP ROUND: tether-mpi-APP under mpirun; PATH shm (Open MPI's default) or tcp
 mpi_app() {
-  local transport=()
-  [ "$1" = tcp ] && transport=("${mpi_tcp[@]}")
+  local path_options=()
+  [ "$1" = tcp ] && path_options=("${mpi_tcp[@]}")
   # shellcheck disable=SC2046
-  timeout 90 mpirun "${mpi_common[@]}" "${transport[@]}" "$apps/tether-mpi-$2" --sizes "$sizes" --csv $(iterations_option "$1" "$2") \
+  timeout 90 mpirun "${mpi_common[@]}" "${path_options[@]}" "$apps/tether-mpi-$2" --sizes "$sizes" --csv $(iterations_option "$1" "$2") \
     >"$results/mpi-$1-$2.$3" 2>"$results/mpi-$1-$2.$3.err" ||
     echo "# tether-mpi-$2 over $1 failed: $(tail -3 "$results/mpi-$1-$2.$3.err")"
 }
@@ -128,9 +130,9 @@ echo
 echo "# 8 B one-way latency below tether's messaging layer, bar: tether / transport-level <= 1.2"
 echo "# transport-level: tether-bench-transport; libfabric: fi_pingpong on the same provider"
 for path in shm tcp; do
-  tether=$(best tether-$path-pingpong 8 min) transport=$(best transport-$path 8 min) libfabric=$(best fi-$path 8 min)
+  tether=$(best tether-$path-pingpong 8 min) transport_level=$(best transport-$path 8 min) libfabric=$(best fi-$path 8 min)
   printf '%-4s tether %s us | transport-level %s us, ratio %s | libfabric %s us, ratio %s\n' "$path" "$tether" \
-    "$transport" "$(ratio "$tether" "$transport")" "$libfabric" "$(ratio "$tether" "$libfabric")"
+    "$transport_level" "$(ratio "$tether" "$transport_level")" "$libfabric" "$(ratio "$tether" "$libfabric")"
 done
 [ "$(best transport-shm 8 min)" = n/a ] && echo "# transport-level n/a: tether-bench-transport missing or printed no figure"
 exit 0
