@@ -1,0 +1,42 @@
+// Options, iteration counts, data patterns and OSU-style output shared by the tether and
+// MPI ping-pong/bandwidth apps, so both print the same tables from the same settings.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace tether::bench {
+
+enum class Test { latency, bandwidth };
+
+struct Options {
+  Test test = Test::latency;
+  std::vector<std::size_t> sizes_bytes;  // 1 B .. 4 MiB, powers of two, unless --sizes
+  long iterations = 0;                   // at small sizes; scaled down above large_bytes
+  long warmup = 0;
+  int window = 64;                       // bandwidth: messages in flight per iteration
+  bool csv = false;
+  bool user_buffers = false;             // malloc'd instead of the pinned pool
+};
+
+// Parses argv; prints usage or the reason and returns nullopt when the program should exit
+// (`exit_code` says with what).
+std::optional<Options> parse_options(int argc, char** argv, Test test, int& exit_code);
+
+[[nodiscard]] long iterations_for(const Options& options, std::size_t bytes);
+[[nodiscard]] long warmup_for(const Options& options, std::size_t bytes);
+[[nodiscard]] std::size_t largest_size(const Options& options);
+
+// `library` names what is measured: "tether" or "Open MPI".
+void print_header(const Options& options, std::string_view library);
+void print_row(const Options& options, std::size_t bytes, double value);
+
+// The bytes rank `seed_rank` sends at size `bytes`; receivers compare checksums.
+std::uint64_t fill_pattern(std::byte* data, std::size_t bytes, int seed_rank);
+[[nodiscard]] std::uint64_t pattern_checksum(std::size_t bytes, int seed_rank);
+[[nodiscard]] std::uint64_t checksum(const std::byte* data, std::size_t bytes);
+
+}  // namespace tether::bench

@@ -1,0 +1,11 @@
+// The main of tether-mpi-pingpong/tether-mpi-bw: the same loops and table over MPI.
+#pragma once
+
+#include "apps/bench/bench_options.hpp"
+
+namespace tether::bench {
+
+// MPI_Init, the latency or bandwidth test, MPI_Finalize; returns the exit code.
+int mpi_app_main(int argc, char** argv, Test test);
+
+}  // namespace tether::bench
