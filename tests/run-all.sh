@@ -6,10 +6,13 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 failures=0
 
-build() {  # build DIR [cmake options...]
+build() {  # build DIR [cmake options...] [--target TARGETS...]
   local dir=$1; shift
-  cmake -S . -B "$dir" -G Ninja -DTETHER_WERROR=ON "$@" >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; return 1; }
-  cmake --build "$dir" -j "$jobs"
+  local options=() targets=()
+  while (($#)) && [ "$1" != --target ]; do options+=("$1"); shift; done
+  (($#)) && { shift; targets=(--target "$@"); }
+  cmake -S . -B "$dir" -G Ninja -DTETHER_WERROR=ON "${options[@]}" >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; return 1; }
+  cmake --build "$dir" -j "$jobs" "${targets[@]}"
 }
 
 run_ctest() {  # run_ctest DIR [ctest options...]
@@ -32,7 +35,8 @@ if [ "${TETHER_TEST_QUICK:-0}" != 1 ]; then
   build build/asan -DCMAKE_BUILD_TYPE=Debug -DTETHER_SANITIZE=address -DTETHER_BUILD_BENCH=OFF
   ASAN_OPTIONS=detect_leaks=0 run_ctest build/asan
   echo "== TSan build and the threaded tests (names with Thread or Concurrent)"
-  build build/tsan -DCMAKE_BUILD_TYPE=Debug -DTETHER_SANITIZE=thread -DTETHER_BUILD_BENCH=OFF
+  build build/tsan -DCMAKE_BUILD_TYPE=Debug -DTETHER_SANITIZE=thread -DTETHER_BUILD_BENCH=OFF \
+    --target tether-unit-tests tether-rcache-tests
   TSAN_OPTIONS=halt_on_error=1 run_ctest build/tsan -R "Thread|Concurrent"
 fi
 
