@@ -58,8 +58,8 @@ void resolve_missing_fault(int fd, const uffd_msg& message) {
   uffdio_zeropage zero{};
   zero.range.start = message.arg.pagefault.address & ~(kPageBytes - 1);
   zero.range.len = kPageBytes;
-  if (::ioctl(fd, UFFDIO_ZEROPAGE, &zero) == 0 || errno == EEXIST) return;
-  uffdio_range wake{zero.range.start, kPageBytes};
+  if (::ioctl(fd, UFFDIO_ZEROPAGE, &zero) == 0) return;  // wakes the faulting thread
+  uffdio_range wake{zero.range.start, kPageBytes};  // EEXIST or failure: wake it to retry
   ::ioctl(fd, UFFDIO_WAKE, &wake);
 }
 
@@ -87,6 +87,7 @@ void* read_events(void*) {
   for (;;) {
     pollfd waiting{fd, POLLIN, 0};
     if (::poll(&waiting, 1, -1) < 0 && errno != EINTR) break;
+    if ((waiting.revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) break;
     g_busy.store(true, std::memory_order_seq_cst);
     ssize_t bytes = ::read(fd, messages, sizeof messages);
     for (ssize_t i = 0; bytes > 0 && i < bytes / static_cast<ssize_t>(sizeof(uffd_msg)); ++i) handle(fd, messages[i]);

@@ -49,7 +49,11 @@ TEST(RcacheMonitor, ChurnWithoutCacheCallsStaysBounded) {
   EXPECT_GE(rcache::monitor_events() - events, 20000u) << "the hooks did not see the munmaps";
   EXPECT_EQ(stats.entries_held, 1u);
   EXPECT_EQ(stats.invalidations, 0u);
+#ifndef TETHER_SANITIZE_ADDRESS  // ASan's free() quarantine holds tens of MiB
   EXPECT_LT(resident_kb() - before, 8 * 1024) << "the monitor's bookkeeping grew";
+#else
+  static_cast<void>(before);
+#endif
   auto again = cache->acquire(kept, 4 * kPage);  // and the pending queue drains
   ASSERT_TRUE(again);
   EXPECT_EQ(cache->stats().hits, 1u);
