@@ -235,9 +235,11 @@ Status Engine::test(Request& request, MessageInfo* info) noexcept {
 }
 
 Status Engine::wait(Request& request, MessageInfo* info) noexcept {
-  for (;;) {
+  constexpr unsigned kPollsBeforeYield = 64;  // ranks may outnumber cores: let the peer run
+  for (unsigned polls = 1;; ++polls) {
     Status status = test(request, info);
     if (status != Status::posted) return status;
+    if (polls % kPollsBeforeYield == 0) std::this_thread::yield();
   }
 }
 
