@@ -133,7 +133,7 @@ Status Engine::start_internal(RequestKind kind, void* buffer, std::size_t bytes,
   slot->buffer_bytes = bytes;
   slot->peer = peer;
   slot->tag = tag;
-  slot->info.bytes = bytes;
+  slot->info.bytes = kind == RequestKind::send ? bytes : 0;
   commands_.push(Command{request.slot});
   progress();
   return Status::posted;
@@ -176,18 +176,7 @@ Status Engine::start_send(const void* buffer, std::size_t bytes, int peer, int t
                   "pass the buffer, or 0 bytes");
   if (dead_[static_cast<std::size_t>(peer)]->load())
     return refuse(Errc::peer_unreachable, fmt::format("rank {} died", peer), "stop sending to it");
-  RequestSlot* slot = requests_.acquire(RequestKind::send, request);
-  if (slot == nullptr)
-    return refuse(Errc::limit_exceeded, fmt::format("all {} requests are in flight", requests_.capacity()),
-                  "wait for some, or raise TETHER_MAX_REQUESTS");
-  slot->send_buffer = buffer;
-  slot->buffer_bytes = bytes;
-  slot->peer = peer;
-  slot->tag = tag;
-  slot->info.bytes = bytes;
-  commands_.push(Command{request.slot});
-  progress();
-  return Status::posted;
+  return start_internal(RequestKind::send, const_cast<void*>(buffer), bytes, peer, tag, request);
 }
 
 Status Engine::start_receive(void* buffer, std::size_t bytes, int source, int tag, Request& request) noexcept {
@@ -199,17 +188,7 @@ Status Engine::start_receive(void* buffer, std::size_t bytes, int source, int ta
   if (buffer == nullptr && bytes > 0)
     return refuse(Errc::invalid_argument, fmt::format("receive of {} bytes into a null buffer", bytes),
                   "pass the buffer, or 0 bytes");
-  RequestSlot* slot = requests_.acquire(RequestKind::receive, request);
-  if (slot == nullptr)
-    return refuse(Errc::limit_exceeded, fmt::format("all {} requests are in flight", requests_.capacity()),
-                  "wait for some, or raise TETHER_MAX_REQUESTS");
-  slot->receive_buffer = buffer;
-  slot->buffer_bytes = bytes;
-  slot->peer = source;
-  slot->tag = tag;
-  commands_.push(Command{request.slot});
-  progress();
-  return Status::posted;
+  return start_internal(RequestKind::receive, buffer, bytes, source, tag, request);
 }
 
 Status Engine::finish_test(RequestSlot* slot, Request& request, MessageInfo* info) noexcept {

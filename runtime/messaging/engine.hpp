@@ -79,6 +79,7 @@ class Engine {
 
   Status start_send(const void* buffer, std::size_t bytes, int peer, int tag, Request& request) noexcept;
   Status start_receive(void* buffer, std::size_t bytes, int source, int tag, Request& request) noexcept;
+  // Starts a request without checking its arguments; start_send/receive check first.
   // Internal traffic (barrier) uses tags below kAnyTag, which users cannot pass.
   Status start_internal(RequestKind kind, void* buffer, std::size_t bytes, int peer, int tag, Request& request) noexcept;
   Status test(Request& request, MessageInfo* info) noexcept;

@@ -1,7 +1,4 @@
-#include <linux/capability.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -15,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "pool_test_support.hpp"
+#include "tests/support/privileges.hpp"
 #include "runtime/base/stats.hpp"
 #include "tether/pool.hpp"
 
@@ -25,6 +23,8 @@ using testing::FailingOnNthCallRegistrar;
 using testing::KeyIssuingRegistrar;
 using testing::run_in_child;
 using testing::small_pool_options;
+using testing::drop_ipc_lock;
+using testing::limit_memlock;
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
 
@@ -54,21 +54,6 @@ std::uint64_t checksum_of(const void* buffer, std::size_t size) {
 }
 
 std::uint64_t vm_locked_bytes() { return pool::read_memlock_limit().locked_bytes; }
-
-// Drops CAP_IPC_LOCK from this (child) process so RLIMIT_MEMLOCK applies to it.
-bool drop_ipc_lock() {
-  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[2]{};
-  if (::syscall(SYS_capget, &header, data) != 0) return false;
-  data[0].effective &= ~(1U << CAP_IPC_LOCK);
-  data[0].permitted &= ~(1U << CAP_IPC_LOCK);
-  return ::syscall(SYS_capset, &header, data) == 0;
-}
-
-bool limit_memlock(std::size_t bytes) {
-  rlimit limit{bytes, bytes};
-  return ::setrlimit(RLIMIT_MEMLOCK, &limit) == 0;
-}
 
 TEST(PoolTest, EverySizeClassAndAlignmentIsHonoured) {
   for (std::size_t alignment = 1; alignment <= 128 * 1024; alignment *= 2) {
