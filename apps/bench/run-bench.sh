@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Runs halo2d with every built --comm mode side by side (same grid, same ranks, same
+# run), prints an OSU-style table with each mode's speed-up over --comm mpi, and draws
+# the comparison as a PNG with gnuplot. Not part of the tests; keep it short on shared
+# machines.
+#
+#   apps/bench/run-bench.sh [BUILD_DIR]        (default: build)
+#
+# Environment: RANKS ("2 4"), SIZES ("256 8000"), MODES (every built mode),
+# ITERATIONS_SMALL (2000, for n <= 1024), ITERATIONS_LARGE (5), REPEATS (3, best kept),
+# OUT (BUILD_DIR/bench), LAUNCH (mpirun --oversubscribe; tether modes will use tether-run).
+set -euo pipefail
+build=${1:-build}
+halo2d=$build/apps/halo2d
+[ -x "$halo2d" ] || { echo "run-bench: $halo2d not found; build first (ninja -C $build halo2d)" >&2; exit 2; }
+ranks_list=${RANKS:-2 4}
+sizes=${SIZES:-256 8000}
+iterations_small=${ITERATIONS_SMALL:-2000}
+iterations_large=${ITERATIONS_LARGE:-5}
+repeats=${REPEATS:-3}
+out=${OUT:-$build/bench}
+launch=${LAUNCH:-mpirun --oversubscribe}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mkdir -p "$out"
+
+# Built modes, from the registry as --help prints it.
+built_modes() {
+  "$halo2d" --help | awk '/^  [a-z]/ && !/not built yet/ { print $1 }'
+}
+modes=${MODES:-$(built_modes | tr '\n' ' ')}
+[[ " $modes " == *" mpi "* ]] || { echo "run-bench: the baseline mode mpi is not built" >&2; exit 2; }
+
+# Median time per iteration (us) of the best of $repeats runs.
+time_per_iteration_us() {  # ranks n iterations mode
+  local best="" value
+  for _ in $(seq "$repeats"); do
+    value=$($launch -n "$1" "$halo2d" --n "$2" --iterations "$3" --comm "$4" --csv --verify auto |
+      awk -F, 'NR == 2 { if ($16 != "yes") exit 1; print $11 }') || {
+      echo "run-bench: halo2d -n $1 --n $2 --comm $4 failed or was not verified" >&2; exit 1; }
+    best=$(awk -v a="$value" -v b="$best" 'BEGIN { print (b == "" || a < b) ? a : b }')
+  done
+  echo "$best"
+}
+
+data=$out/halo2d-modes.dat
+{
+  echo "# halo2d --comm modes, best of $repeats runs, median over ranks; speed-up = mpi time / mode time"
+  printf '# %-8s %-6s %-12s %18s %16s\n' Ranks N Comm "Iter median (us)" "Speed-up vs mpi"
+} | tee "$data"
+for ranks in $ranks_list; do
+  for n in $sizes; do
+    iterations=$iterations_small
+    ((n <= 1024)) || iterations=$iterations_large
+    baseline=""
+    for mode in mpi ${modes//mpi /}; do
+      [[ " $modes " == *" $mode "* ]] || continue
+      us=$(time_per_iteration_us "$ranks" "$n" "$iterations" "$mode")
+      baseline=${baseline:-$us}
+      printf '  %-8s %-6s %-12s %18.2f %16.3f\n' "$ranks" "$n" "$mode" "$us" \
+        "$(awk -v b="$baseline" -v t="$us" 'BEGIN { print b / t }')" | tee -a "$data"
+    done
+  done
+done
+
+if ! command -v gnuplot >/dev/null; then
+  echo "run-bench: gnuplot not found, no PNG (apt-get install gnuplot-nox)" >&2
+  exit 0
+fi
+# One row per (ranks, n), one column per mode: what gnuplot's clustered histogram reads.
+matrix=$out/halo2d-modes.matrix
+awk '!/^#/ { key = $1 " ranks, n=" $2; if (!(key in row)) order[++rows] = key
+             if (!($3 in col)) { col[$3] = ++cols; name[cols] = $3 }
+             row[key] = 1; ratio[key, col[$3]] = $5 }
+     END { printf "case"; for (c = 1; c <= cols; c++) printf "\t%s", name[c]; print ""
+           for (r = 1; r <= rows; r++) { printf "\"%s\"", order[r]
+             for (c = 1; c <= cols; c++) printf "\t%s", ((order[r], c) in ratio) ? ratio[order[r], c] : "NaN"
+             print "" } }' "$data" >"$matrix"
+png=$out/halo2d-modes.png
+gnuplot -e "matrix='$matrix'; png='$png'; columns=$(($(head -1 "$matrix" | wc -w)))" "$(dirname "$0")/plot-modes.gp"
+echo "run-bench: table in $data, plot in $png"
