@@ -4,7 +4,7 @@
 # the comparison as a PNG with gnuplot. Not part of the tests; keep it short on shared
 # machines.
 #
-#   apps/bench/run-bench.sh [BUILD_DIR]        (default: build)
+#   apps/bench/halo-modes.sh [BUILD_DIR]        (default: build)
 #
 # Environment: RANKS ("2 4"), SIZES ("256 8000"), MODES (every built mode),
 # ITERATIONS_SMALL (2000, for n <= 1024), ITERATIONS_LARGE (5), REPEATS (3, best kept),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# apps/bench/run.sh [BUILD_DIR] [ROUNDS]
+# apps/bench/pingpong-vs-mpi.sh [BUILD_DIR] [ROUNDS]
 # tether against Open MPI on 2 ranks of this node, in one run: tether-pingpong/tether-bw
 # under tether-run over libfabric shm and over tcp (TETHER_SHM=off, on lo), the
 # transport-level ping-pong (tether-bench-transport, skipped when it prints no figure), and
