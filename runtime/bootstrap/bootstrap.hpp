@@ -64,6 +64,7 @@ class Bootstrap {
 
  private:
   explicit Bootstrap(JobIdentity identity);
+  Expected<std::vector<std::byte>> get_once(int peer, std::string_view key);
   Expected<void> check_peer(int peer) const;
   Expected<void> check_all_peers() const;
 

@@ -1,4 +1,5 @@
 // Bootstrap data exchange: put/commit, lazy get of one peer's bytes, fence.
+#include <thread>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -77,7 +78,21 @@ Expected<void> Bootstrap::publish() {
   return fence(FenceData::collect);
 }
 
+// A peer still starting has not committed yet: servers that answer NOT-FOUND at once
+// (tether-run's) get asked again, with a growing pause, until the bootstrap timeout.
 Expected<std::vector<std::byte>> Bootstrap::get(int peer, std::string_view key) {
+  auto deadline = std::chrono::steady_clock::now() + timeout_;
+  auto pause = std::chrono::microseconds(200);
+  for (;;) {
+    auto bytes = get_once(peer, key);
+    bool not_yet = !bytes && bytes.error().sys_errno == PMIX_ERR_NOT_FOUND;
+    if (!not_yet || (timeout_.count() > 0 && std::chrono::steady_clock::now() > deadline)) return bytes;
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(50));
+  }
+}
+
+Expected<std::vector<std::byte>> Bootstrap::get_once(int peer, std::string_view key) {
   if (auto alive = check_peer(peer); !alive) return tl::unexpected(alive.error());
   auto name = checked_key(key);
   if (!name) return tl::unexpected(name.error());
