@@ -1,6 +1,7 @@
 // Bootstrap data exchange: put/commit, lazy get of one peer's bytes, fence.
-#include <thread>
+#include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 #include <pmix.h>
