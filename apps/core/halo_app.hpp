@@ -31,6 +31,8 @@ struct AppOptions {
 
 // Options both apps take (--iterations, --fields, --comm, --verify, --json, ...).
 [[nodiscard]] std::vector<ArgumentSpec> common_arguments(AppOptions& options);
+// --procs for a `dimensions`-D process grid (2 or 3).
+[[nodiscard]] ArgumentSpec procs_argument(AppOptions& options, int dimensions);
 
 // Parses argv against `specs`, then runs. Returns the process exit code.
 [[nodiscard]] int run_halo_app(AppOptions& options, const std::vector<ArgumentSpec>& specs, int argc, char** argv);

@@ -26,6 +26,20 @@ Expected<VerifyMode> parse_verify_mode(std::string_view text) {
 
 }  // namespace
 
+ArgumentSpec procs_argument(AppOptions& options, int dimensions) {
+  std::string_view value_name = dimensions == 2 ? "PXxPY" : "PXxPYxPZ";
+  std::string doc = fmt::format("process grid (default: as {} as possible)", dimensions == 2 ? "square" : "cubic");
+  return {"--procs", value_name, std::move(doc), [&options, dimensions](std::string_view v) -> Expected<void> {
+            auto shape = parse_shape("--procs", v, dimensions, 1);
+            if (!shape) return tl::unexpected(shape.error());
+            for (int axis = 0; axis < 3; ++axis)
+              options.problem.procs[static_cast<std::size_t>(axis)] =
+                  axis < dimensions ? static_cast<int>((*shape)[static_cast<std::size_t>(axis)]) : 1;
+            options.procs_given = true;
+            return {};
+          }};
+}
+
 std::vector<ArgumentSpec> common_arguments(AppOptions& options) {
   Problem& problem = options.problem;
   return {

@@ -30,15 +30,8 @@ std::vector<ArgumentSpec> halo2d_arguments(AppOptions& options) {
          problem.radius = static_cast<int>(*radius);
          return {};
        }},
-      {"--procs", "PXxPY", "process grid (default: as square as possible)",
-       [&](std::string_view v) -> Expected<void> {
-         auto shape = parse_shape("--procs", v, 2, 1);
-         if (!shape) return tl::unexpected(shape.error());
-         problem.procs = {static_cast<int>((*shape)[0]), static_cast<int>((*shape)[1]), 1};
-         options.procs_given = true;
-         return {};
-       }},
   };
+  specs.push_back(procs_argument(options, 2));
   for (ArgumentSpec& spec : common_arguments(options)) specs.push_back(std::move(spec));
   return specs;
 }

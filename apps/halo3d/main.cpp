@@ -38,15 +38,8 @@ std::vector<ArgumentSpec> halo3d_arguments(AppOptions& options) {
          problem.radius = static_cast<int>(*radius);
          return {};
        }},
-      {"--procs", "PXxPYxPZ", "process grid (default: as cubic as possible)",
-       [&](std::string_view v) -> Expected<void> {
-         auto shape = parse_shape("--procs", v, 3, 1);
-         if (!shape) return tl::unexpected(shape.error());
-         problem.procs = {static_cast<int>((*shape)[0]), static_cast<int>((*shape)[1]), static_cast<int>((*shape)[2])};
-         options.procs_given = true;
-         return {};
-       }},
   };
+  specs.push_back(procs_argument(options, 3));
   for (ArgumentSpec& spec : common_arguments(options)) specs.push_back(std::move(spec));
   return specs;
 }
