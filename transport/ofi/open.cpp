@@ -2,14 +2,38 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
 
+#include <dirent.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <string>
 
 #include "runtime/base/log.hpp"
 #include "transport/ofi/ofi_transport.hpp"
 
 namespace tether::transport::ofi {
 namespace {
+
+// libfabric's shm provider names its region /dev/shm/<pid>:<n>:<n> and fails fi_enable
+// with EBUSY when one exists: left by a killed process whose pid this one reuses. Before
+// this process's first endpoint, any region under its own pid is such a leftover.
+void remove_stale_shm_regions_once() noexcept {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::string prefix = std::to_string(::getpid()) + ":";
+    DIR* directory = ::opendir("/dev/shm");
+    if (directory == nullptr) return;
+    while (dirent* entry = ::readdir(directory)) {
+      if (std::strncmp(entry->d_name, prefix.c_str(), prefix.size()) != 0) continue;
+      log::info("transport", "removing /dev/shm/{} left by an earlier process with pid {}", entry->d_name, ::getpid());
+      ::unlinkat(::dirfd(directory), entry->d_name, 0);
+    }
+    ::closedir(directory);
+  });
+}
+
 
 constexpr std::uint64_t kMrModesHandled =
     FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
@@ -153,6 +177,7 @@ Expected<void> OfiTransport::open_endpoint() {
     return tl::unexpected(call_error("fi_ep_bind(av)", r, name_));
   if (int r = fi_ep_bind(endpoint_, &cq_->fid, FI_TRANSMIT | FI_RECV); r != 0)
     return tl::unexpected(call_error("fi_ep_bind(cq)", r, name_));
+  remove_stale_shm_regions_once();
   if (int r = fi_enable(endpoint_); r != 0) return tl::unexpected(call_error("fi_enable", r, name_));
   return {};
 }
@@ -168,11 +193,19 @@ Expected<void> OfiTransport::read_address() {
   return {};
 }
 
+// String addresses (FI_ADDR_STR, e.g. shm's, which carry a pid) differ in length between
+// peers: they must only be NUL-terminated and short. Binary ones must match our length.
 Expected<PeerIndex> OfiTransport::insert_peer(std::span<const std::byte> address) {
-  if (address.size() != address_bytes_)
+  constexpr std::size_t kMaxStringAddressBytes = 256;
+  bool string_address = info_->addr_format == FI_ADDR_STR;
+  bool acceptable = string_address ? !address.empty() && address.size() <= kMaxStringAddressBytes &&
+                                         address.back() == std::byte{0}
+                                   : address.size() == address_bytes_;
+  if (!acceptable)
     return make_error(Errc::invalid_argument,
-                      fmt::format("{} got a {}-byte peer address; its own are {} bytes", name_,
-                                  address.size(), address_bytes_),
+                      fmt::format("{} got a {}-byte peer address; its own are {} bytes{}", name_,
+                                  address.size(), address_bytes_,
+                                  string_address ? " (a string address must end in NUL)" : ""),
                       "pass the bytes of address() from a peer opened with the same provider");
   fi_addr_t inserted = FI_ADDR_UNSPEC;
   int count = fi_av_insert(av_, address.data(), 1, &inserted, 0, nullptr);
