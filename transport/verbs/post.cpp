@@ -67,15 +67,10 @@ Status VerbsTransport::send(PeerIndex peer, const void* buffer, std::size_t leng
   Operation* operation = operations_.acquire(CompletionKind::send_done, peer, context,
                                              const_cast<void*>(buffer), length);
   if (operation == nullptr) return Status::retry;
-  ibv_sge segment{reinterpret_cast<std::uint64_t>(buffer), static_cast<std::uint32_t>(length),
-                  local_key(buffer, descriptor)};
   ibv_send_wr request{};
-  request.wr_id = reinterpret_cast<std::uint64_t>(operation);
-  request.sg_list = &segment;
-  request.num_sge = length ? 1 : 0;
   request.opcode = IBV_WR_SEND;
-  request.send_flags = IBV_SEND_SIGNALED | (length <= 64 ? IBV_SEND_INLINE : 0);
-  return post_to_peer(peer, request, operation);
+  request.send_flags = length <= 64 ? IBV_SEND_INLINE : 0;
+  return post_one(peer, operation, buffer, length, descriptor, request);
 }
 
 Status VerbsTransport::post_rma(PeerIndex peer, ibv_wr_opcode opcode, void* buffer, std::size_t length,
@@ -90,17 +85,23 @@ Status VerbsTransport::post_rma(PeerIndex peer, ibv_wr_opcode opcode, void* buff
                 "keep RMA inside the RemoteBuffer the peer described");
   Operation* operation = operations_.acquire(kind, peer, context, buffer, length);
   if (operation == nullptr) return Status::retry;
-  ibv_sge segment{reinterpret_cast<std::uint64_t>(buffer), static_cast<std::uint32_t>(length),
-                  local_key(buffer, descriptor)};
   ibv_send_wr request{};
-  request.wr_id = reinterpret_cast<std::uint64_t>(operation);
-  request.sg_list = &segment;
-  request.num_sge = length ? 1 : 0;
   request.opcode = opcode;
-  request.send_flags = IBV_SEND_SIGNALED;
   request.imm_data = htonl(immediate);
   request.wr.rdma.remote_addr = remote.address + offset;
   request.wr.rdma.rkey = static_cast<std::uint32_t>(remote.key);
+  return post_one(peer, operation, buffer, length, descriptor, request);
+}
+
+// Adds the one scatter entry, the operation id and a signalled completion to `request`.
+Status VerbsTransport::post_one(PeerIndex peer, Operation* operation, const void* buffer, std::size_t length,
+                                void* descriptor, ibv_send_wr& request) noexcept {
+  ibv_sge segment{reinterpret_cast<std::uint64_t>(buffer), static_cast<std::uint32_t>(length),
+                  local_key(buffer, descriptor)};
+  request.wr_id = reinterpret_cast<std::uint64_t>(operation);
+  request.sg_list = &segment;
+  request.num_sge = length ? 1 : 0;
+  request.send_flags |= IBV_SEND_SIGNALED;
   return post_to_peer(peer, request, operation);
 }
 

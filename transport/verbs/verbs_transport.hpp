@@ -75,6 +75,8 @@ class VerbsTransport final : public Transport {
   void close_resources() noexcept;
 
   std::uint32_t local_key(const void* buffer, void* descriptor) noexcept;
+  Status post_one(PeerIndex peer, Operation* operation, const void* buffer, std::size_t length,
+                  void* descriptor, ibv_send_wr& request) noexcept;
   Status post_to_peer(PeerIndex peer, ibv_send_wr& request, Operation* operation) noexcept;
   Status post_rma(PeerIndex peer, ibv_wr_opcode opcode, void* buffer, std::size_t length,
                   void* descriptor, const RemoteBuffer& remote, std::size_t offset,
