@@ -78,6 +78,14 @@ constexpr Option kOptions[] = {
     {"TETHER_SHM", "on", Kind::boolean,
      "Use the shared-memory path for peers on this node (off: the network transport for all)"},
 
+    // Persistent channels (persist/)
+    {"TETHER_CHANNEL_CONNECT_TIMEOUT", "2m", Kind::duration,
+     "Longest wait_connected() waits for the peer to create the matching channel (0s: no limit)"},
+    {"TETHER_CHANNEL_CREDIT_BATCH", "0", Kind::integer,
+     "Released slots returned to the sender in one credit write (0: a quarter of the slots, at least 1)"},
+    {"TETHER_CHANNEL_CLOSE_TIMEOUT", "2s", Kind::duration,
+     "Longest a closing send channel waits for its writes in flight before it reports and leaks them"},
+
 };
 
 }  // namespace

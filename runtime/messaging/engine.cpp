@@ -54,6 +54,7 @@ Engine::~Engine() {
   if (!drain(std::chrono::seconds(2)))
     log::warn("runtime", "rank {} shuts down with {} messages not yet delivered to the transport", rank_,
               backlog_.size() + bounces_in_flight_);
+  channel_events_.reset();  // channels' registrations go before the transport does
   std::size_t pending = requests_.pending_count();
   if (pending > 0)
     log::warn("runtime", "rank {} shuts down with {} requests still in flight; they are abandoned "
@@ -230,6 +231,7 @@ void Engine::progress() noexcept {
   fail_requests_of_dead_peers();
   flush_backlog();
   poll_transport();
+  if (channel_events_) channel_events_->on_progress();
 }
 
 void Engine::run_command(RequestSlot* slot) noexcept {
@@ -249,6 +251,8 @@ void Engine::fail_requests_of_dead_peers() noexcept {
   std::uint64_t deaths = deaths_.load(std::memory_order_acquire);
   if (deaths == deaths_applied_) return;
   deaths_applied_ = deaths;
+  for (int peer = 0; peer < size_ && channel_events_; ++peer)
+    if (dead_[static_cast<std::size_t>(peer)]->load()) channel_events_->on_peer_death(peer);
   for (std::uint32_t i = 0; i < requests_.capacity(); ++i) {
     RequestSlot* slot = requests_.at(i);
     if (slot->state.load(std::memory_order_acquire) != SlotState::pending || slot->peer < 0) continue;
@@ -279,9 +283,11 @@ void Engine::handle(const transport::Completion& completion) noexcept {
       return;
     case CompletionKind::write_done:
     case CompletionKind::read_done:
+      if (context_kind(completion.context) == ContextKind::channel) return on_channel_operation(completion);
       on_chunk_done(completion);
       return;
     case CompletionKind::remote_write:
+      if (completion.notification & kChannelNotificationBit) return on_channel_notification(completion);
       on_remote_write(completion);
       return;
     case CompletionKind::error:
@@ -305,7 +311,20 @@ void Engine::handle_error(const transport::Completion& completion) noexcept {
     case ContextKind::chunk_read:
       if (RequestSlot* slot = chunk_slot(completion.context)) complete(slot, completion.error);
       return;
+    case ContextKind::channel:
+      on_channel_operation(completion);
+      return;
   }
+}
+
+void Engine::on_channel_operation(const transport::Completion& completion) noexcept {
+  if (channel_events_) channel_events_->on_operation(completion);
+}
+
+void Engine::on_channel_notification(const transport::Completion& completion) noexcept {
+  if (channel_events_) return channel_events_->on_notification(completion);
+  log::error("runtime", "dropped a channel notification {:#x}: no persistent channel exists here",
+             completion.notification);
 }
 
 void Engine::repost(void* buffer) noexcept {

@@ -35,7 +35,13 @@ struct EngineOptions {
 };
 
 // Context words of transport operations: what finished.
-enum class ContextKind : std::uint64_t { receive_buffer = 1, send_bounce = 2, chunk_write = 3, chunk_read = 4 };
+enum class ContextKind : std::uint64_t {
+  receive_buffer = 1,
+  send_bounce = 2,
+  chunk_write = 3,
+  chunk_read = 4,
+  channel = 5,  // an operation of a persistent channel (persist/): routed to ChannelEvents
+};
 inline std::uint64_t make_context(ContextKind kind, std::uint64_t value) noexcept {
   return (static_cast<std::uint64_t>(kind) << 56) | (value & ((std::uint64_t{1} << 56) - 1));
 }
@@ -43,6 +49,24 @@ inline ContextKind context_kind(std::uint64_t context) noexcept { return static_
 inline std::uint64_t context_value(std::uint64_t context) noexcept {
   return context & ((std::uint64_t{1} << 56) - 1);
 }
+
+// Notifications with this bit set belong to persistent channels; rendezvous chunk
+// notifications (a RequestId with a 31-bit generation) never set it.
+inline constexpr std::uint64_t kChannelNotificationBit = std::uint64_t{1} << 63;
+
+// What persistent channels (persist/) hook into the engine. Every call comes from the
+// thread that holds the progress lock, so implementations need no lock of their own.
+class ChannelEvents {
+ public:
+  virtual ~ChannelEvents() = default;
+  // A remote_write whose notification has kChannelNotificationBit set.
+  virtual void on_notification(const transport::Completion& completion) noexcept = 0;
+  // write_done or error of an operation posted with a ContextKind::channel context.
+  virtual void on_operation(const transport::Completion& completion) noexcept = 0;
+  virtual void on_peer_death(int rank) noexcept = 0;
+  // Once per progress pass, after the transport was polled (retries of back-pressure).
+  virtual void on_progress() noexcept = 0;
+};
 
 // A message that arrived before its receive was posted.
 struct UnexpectedMessage {
@@ -92,6 +116,18 @@ class Engine {
   // Progresses until every message this rank posted has left (or `timeout` passed).
   bool drain(std::chrono::milliseconds timeout) noexcept;
 
+  // For persistent channels. The engine owns `events` and destroys it before the
+  // transport. The caller of peer_index() and of transport posts holds progress_mutex().
+  void set_channel_events(std::unique_ptr<ChannelEvents> events) noexcept { channel_events_ = std::move(events); }
+  [[nodiscard]] ChannelEvents* channel_events() noexcept { return channel_events_.get(); }
+  [[nodiscard]] std::mutex& progress_mutex() noexcept { return progress_mutex_; }
+  [[nodiscard]] Expected<transport::PeerIndex> peer_index(int peer_rank) { return resolve(peer_rank); }
+  [[nodiscard]] bool peer_dead(int peer_rank) const noexcept {
+    return dead_[static_cast<std::size_t>(peer_rank)]->load(std::memory_order_relaxed);
+  }
+  // Eager and control messages handed to the transport so far (handshakes included).
+  [[nodiscard]] std::uint64_t messages_sent() const noexcept { return messages_sent_.load(std::memory_order_relaxed); }
+
  private:
   struct Command {
     std::uint32_t slot;
@@ -140,6 +176,8 @@ class Engine {
   void finish_get(RequestSlot* receive) noexcept;
   void finish_receive(RequestSlot* receive) noexcept;
   void on_remote_write(const transport::Completion& completion) noexcept;
+  void on_channel_notification(const transport::Completion& completion) noexcept;
+  void on_channel_operation(const transport::Completion& completion) noexcept;
   void on_chunk_done(const transport::Completion& completion) noexcept;
   // Posts the slot's remaining chunks; false when back-pressure stopped it.
   bool post_chunks(RequestSlot* slot) noexcept;
@@ -179,6 +217,8 @@ class Engine {
   std::uint64_t deaths_applied_ = 0;
 
   std::size_t bounces_in_flight_ = 0;  // posted sends whose completion has not come back
+  std::atomic<std::uint64_t> messages_sent_{0};
+  std::unique_ptr<ChannelEvents> channel_events_;
 
   std::atomic<bool> stopping_{false};
   std::thread progress_thread_;

@@ -111,7 +111,7 @@ bool Engine::post_chunks(RequestSlot* slot) noexcept {
     if (writing) {
       auto* local = static_cast<const std::byte*>(slot->send_buffer) + offset;
       status = transport_->write_with_notification(peer, local, length, descriptor_of(slot, local), slot->remote,
-                                                   offset, slot->peer_request.packed(),
+                                                   offset, slot->peer_request.packed() & ~kChannelNotificationBit,
                                                    chunk_context(ContextKind::chunk_write, slot));
     } else {
       auto* local = static_cast<std::byte*>(slot->receive_buffer) + offset;
@@ -160,7 +160,11 @@ void Engine::finish_receive(RequestSlot* receive) noexcept {
 }
 
 void Engine::on_remote_write(const transport::Completion& completion) noexcept {
-  RequestSlot* receive = requests_.find(RequestId::unpack(completion.notification));
+  RequestId id = RequestId::unpack(completion.notification);  // the writer cleared bit 63
+  RequestSlot* receive = id.index < requests_.capacity() ? requests_.at(id.index) : nullptr;
+  if (receive != nullptr && ((receive->generation.load(std::memory_order_acquire) & 0x7fffffffU) != id.generation ||
+                             receive->state.load(std::memory_order_acquire) != SlotState::pending))
+    receive = nullptr;
   if (receive == nullptr || receive->kind != RequestKind::receive || receive->chunks_left == 0) {
     log::error("runtime", "dropped a write notification {:#x} for no receive in flight", completion.notification);
     return;

@@ -68,6 +68,7 @@ void Engine::post_control(int peer_rank, const void* bytes, std::size_t length) 
 // earlier messages that met back-pressure, so a pair's order holds.
 // `eager_request`, if any, completes once the transport holds the message.
 void Engine::post_bounce(int peer_rank, std::byte* bounce, std::size_t length, RequestSlot* eager_request) noexcept {
+  messages_sent_.fetch_add(1, std::memory_order_relaxed);
   Outgoing outgoing{peer_rank, bounce, length, eager_request};
   if (!backlog_.empty() || try_send(outgoing) == Status::retry) backlog_.push_back(outgoing);
 }

@@ -1,0 +1,291 @@
+// Creation, the one handshake, and closing. Each side sends one hello naming its shape
+// and where the peer writes (the receiver's slots, the sender's credit word) and receives
+// the peer's; both check the shapes agree.
+#include <algorithm>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "persist/channel_registry.hpp"
+#include "runtime/base/log.hpp"
+
+namespace tether::persist {
+namespace {
+
+constexpr std::uintptr_t kPageBytes = 4096;
+
+const char* side(Role role) noexcept { return role == Role::send ? "sender" : "receiver"; }
+
+std::string shape_text(std::uint64_t slot_bytes, std::uint32_t slots, std::uint32_t partitions) {
+  return fmt::format("slot_bytes {}, slots {}, partitions {}", slot_bytes, slots, partitions);
+}
+
+}  // namespace
+
+Expected<void> ChannelRegistry::check_shape(Role role, const ChannelShape& shape,
+                                            std::span<std::byte> user_memory) const {
+  const char* fix = "pass the values both sides agree on";
+  if (shape.peer < 0 || shape.peer >= engine_.size())
+    return make_error(Errc::invalid_argument, fmt::format("channel to rank {} in a job of {}", shape.peer, engine_.size()),
+                      fmt::format("pass a rank from 0 to {}", engine_.size() - 1));
+  if (shape.tag < 0 || shape.tag > kMaxChannelTag)
+    return make_error(Errc::invalid_argument, fmt::format("channel tag {}", shape.tag),
+                      fmt::format("channel tags run from 0 to {}", kMaxChannelTag));
+  if (shape.slot_bytes == 0 || shape.slot_bytes > 0xffffffffULL)
+    return make_error(Errc::invalid_argument, fmt::format("slot_bytes {}", shape.slot_bytes),
+                      "slots hold 1 byte to 4 GiB - 1");
+  if (shape.slots == 0 || shape.slots > kMaxChannelSlots)
+    return make_error(Errc::invalid_argument, fmt::format("{} slots", shape.slots),
+                      fmt::format("use 1 to {} slots", kMaxChannelSlots));
+  if (shape.partitions == 0 || shape.partitions > shape.slot_bytes || shape.slot_bytes % shape.partitions != 0)
+    return make_error(Errc::invalid_argument,
+                      fmt::format("{} partitions of a {}-byte slot", shape.partitions, shape.slot_bytes),
+                      "use a slot_bytes that is a multiple of partitions (1 for whole messages)");
+  std::size_t needed = role == Role::send ? shape.slot_bytes : shape.slot_bytes * shape.slots;
+  if (!user_memory.empty() && user_memory.size() < needed)
+    return make_error(Errc::invalid_argument,
+                      fmt::format("a {}-byte user buffer for a {} needing {} bytes", user_memory.size(), side(role), needed),
+                      role == Role::send ? "pass a buffer of at least slot_bytes" : "pass at least slots x slot_bytes");
+  std::size_t rma_limit = engine_.transport().limits().max_rma_bytes;
+  if (rma_limit > 0 && shape.slot_bytes > rma_limit)
+    return make_error(Errc::unsupported, fmt::format("slot_bytes {} exceeds the transport's RMA limit {}",
+                                                     shape.slot_bytes, rma_limit), fix);
+  return {};
+}
+
+Expected<ChannelState*> ChannelRegistry::create(Role role, const ChannelShape& shape, std::span<std::byte> user_memory) {
+  if (auto checked = check_shape(role, shape, user_memory); !checked) return tl::unexpected(checked.error());
+  auto channel = std::make_unique<ChannelState>();
+  channel->role = role;
+  channel->shape = shape;
+  channel->self = shape.peer == engine_.rank();
+  if (auto memory = provide_memory(*channel, user_memory); !memory) {
+    release_memory(*channel);
+    return tl::unexpected(memory.error());
+  }
+  size_progress(*channel);
+  ChannelState* made = channel.get();
+  {
+    std::lock_guard lock(engine_.progress_mutex());
+    if (channels_.size() >= kMaxChannelId) {
+      release_memory(*channel);
+      return make_error(Errc::limit_exceeded, fmt::format("{} channels were created by this runtime", kMaxChannelId),
+                        "reuse channels instead of creating one per message");
+    }
+    channels_.push_back(std::move(channel));
+    made->id = static_cast<std::uint32_t>(channels_.size());
+    ++stats_.channels_created;
+    if (!made->self) {
+      auto peer = engine_.peer_index(shape.peer);
+      if (!peer) {
+        made->closed = true;
+        return tl::unexpected(peer.error());
+      }
+      made->transport_peer = *peer;
+    }
+    if (auto landing = describe_landing(*made); !landing) {
+      made->closed = true;
+      return tl::unexpected(landing.error());
+    }
+  }
+  if (auto posted = post_handshake(*made); !posted) {
+    made->closed = true;
+    return tl::unexpected(posted.error());
+  }
+  return made;
+}
+
+void ChannelRegistry::size_progress(ChannelState& channel) {
+  const ChannelShape& shape = channel.shape;
+  channel.send.buffer_writes.assign(channel.buffer_count(), 0);
+  channel.send.partition_sent.assign(shape.partitions, 0);
+  channel.receive.landed_bytes.assign(shape.slots, 0);
+  channel.receive.partitions_landed.assign(shape.slots, 0);
+  channel.receive.partition_landed.assign(static_cast<std::size_t>(shape.slots) * shape.partitions, 0);
+  channel.receive.complete.assign(shape.slots, 0);
+}
+
+Expected<void> ChannelRegistry::provide_memory(ChannelState& channel, std::span<std::byte> user_memory) {
+  const ChannelShape& shape = channel.shape;
+  auto* credit = static_cast<std::uint64_t*>(pinned_alloc(sizeof(std::uint64_t), 64));
+  if (credit == nullptr) return tl::unexpected(pinned_last_error());
+  *credit = 0;
+  channel.credit_word = credit;
+  if (!user_memory.empty()) return register_user_memory(channel, user_memory);
+  channel.memory_bytes = shape.slot_bytes * shape.slots;
+  channel.memory = static_cast<std::byte*>(pinned_alloc(channel.memory_bytes, 64));
+  if (channel.memory == nullptr) return tl::unexpected(pinned_last_error());
+  channel.memory_from_pool = true;
+  return {};
+}
+
+Expected<void> ChannelRegistry::register_user_memory(ChannelState& channel, std::span<std::byte> user_memory) {
+  channel.memory = user_memory.data();
+  channel.memory_bytes = channel.role == Role::send ? channel.shape.slot_bytes : channel.shape.slot_bytes * channel.shape.slots;
+  if (channel.self) return {};
+  std::lock_guard lock(engine_.progress_mutex());
+  if (!user_cache_) {
+    Registrar* registrars[] = {&engine_.transport().registrar()};
+    RcacheOptions options = RcacheOptions::from_config();
+    options.leave_pinned = false;  // no memory monitor here: never keep a range past its channel
+    auto cache = RegistrationCache::create(registrars, std::move(options));
+    if (!cache) return tl::unexpected(cache.error());
+    user_cache_ = std::move(*cache);
+  }
+  auto handle = user_cache_->acquire(channel.memory, channel.memory_bytes, Access::all);
+  if (!handle) return tl::unexpected(handle.error());
+  if (handle->from_pool()) {
+    channel.user_registration = std::move(*handle);
+  } else if (handle->segment_count() == 1) {
+    channel.user_registration = std::move(*handle);
+    channel.registration = channel.user_registration.segment(0).registrations[0];
+  } else {  // pieces of earlier entries: a peer needs one key, so register the range whole
+    handle->release();
+    auto whole = register_whole(channel.memory, channel.memory_bytes);
+    if (!whole) return tl::unexpected(whole.error());
+    channel.registration = *whole;
+    channel.registered_whole = true;
+  }
+  channel.descriptor = channel.registration.local_descriptor;
+  ++stats_.user_registrations;
+  return {};
+}
+
+Expected<Registration> ChannelRegistry::register_whole(std::byte* memory, std::size_t bytes) {
+  auto start = reinterpret_cast<std::uintptr_t>(memory) & ~(kPageBytes - 1);
+  auto end = (reinterpret_cast<std::uintptr_t>(memory) + bytes + kPageBytes - 1) & ~(kPageBytes - 1);
+  return engine_.transport().registrar().register_range(reinterpret_cast<void*>(start), end - start, Access::all);
+}
+
+// The RemoteBuffer the peer needs (under the progress lock).
+Expected<void> ChannelRegistry::describe_landing(ChannelState& channel) {
+  void* target = channel.role == Role::receive ? static_cast<void*>(channel.memory) : channel.credit_word;
+  std::size_t bytes = channel.role == Role::receive ? channel.memory_bytes : sizeof(std::uint64_t);
+  ChannelHello& hello = channel.hello_out;
+  hello.role = channel.role;
+  hello.channel_id = channel.id;
+  hello.tag = channel.shape.tag;
+  hello.slots = channel.shape.slots;
+  hello.slot_bytes = channel.shape.slot_bytes;
+  hello.partitions = channel.shape.partitions;
+  if (channel.self) {
+    hello.landing = {reinterpret_cast<std::uint64_t>(target), 0, 0, bytes};
+    return {};
+  }
+  PoolLocation location;
+  if (!pool_find(target, location)) {  // user memory: its one registration with the transport
+    hello.landing = transport::Transport::describe(channel.registration, target, bytes);
+    return {};
+  }
+  auto described = engine_.transport().describe_pool_buffer(target, bytes);
+  if (!described) return tl::unexpected(described.error());
+  hello.landing = *described;
+  return {};
+}
+
+Expected<void> ChannelRegistry::post_handshake(ChannelState& channel) {
+  Role peer_role = channel.role == Role::send ? Role::receive : Role::send;
+  using messaging::RequestKind;
+  if (engine_.start_internal(RequestKind::receive, &channel.hello_in, sizeof channel.hello_in, channel.shape.peer,
+                             hello_tag(channel.shape.tag, peer_role), channel.hello_receive) == Status::error ||
+      engine_.start_internal(RequestKind::send, &channel.hello_out, sizeof channel.hello_out, channel.shape.peer,
+                             hello_tag(channel.shape.tag, channel.role), channel.hello_send) == Status::error)
+    return tl::unexpected(engine_.last_error());
+  ++stats_.handshake_messages;
+  return {};
+}
+
+Status ChannelRegistry::test_connected(ChannelState& channel) noexcept {
+  if (channel.phase == Phase::ready) return Status::done;
+  if (channel.phase == Phase::failed) return failed(channel);
+  return finish_handshake(channel);
+}
+
+// Outside the progress lock: engine.test() progresses.
+Status ChannelRegistry::finish_handshake(ChannelState& channel) noexcept {
+  for (Request* request : {&channel.hello_send, &channel.hello_receive}) {
+    if (!request->valid()) continue;
+    Status status = engine_.test(*request, nullptr);
+    if (status == Status::error) {
+      std::lock_guard lock(engine_.progress_mutex());
+      return fail_channel(channel, engine_.last_error().code, engine_.last_error().cause,
+                          "the peer must be alive and create the matching channel");
+    }
+  }
+  if (channel.hello_send.valid() || channel.hello_receive.valid()) return Status::posted;
+  std::lock_guard lock(engine_.progress_mutex());
+  if (channel.phase != Phase::connecting) return channel.phase == Phase::ready ? Status::done : failed(channel);
+  auto accepted = accept_hello(channel);
+  if (!accepted) return fail_channel(channel, accepted.error().code, accepted.error().cause, accepted.error().remedy);
+  channel.peer_channel_id = channel.hello_in.channel_id;
+  channel.peer_landing = channel.hello_in.landing;
+  channel.phase = Phase::ready;
+  return Status::done;
+}
+
+Expected<void> ChannelRegistry::accept_hello(ChannelState& channel) const {
+  const ChannelHello& in = channel.hello_in;
+  const ChannelShape& shape = channel.shape;
+  Role expected = channel.role == Role::send ? Role::receive : Role::send;
+  if (in.magic != kHelloMagic || in.version != kHelloVersion || in.role != expected || in.tag != shape.tag ||
+      in.channel_id == 0 || in.channel_id > kMaxChannelId)
+    return make_error(Errc::invalid_argument, "the peer's hello is malformed (magic, version, role, tag or id)",
+                      "run the same tether version on every rank");
+  if (in.slot_bytes != shape.slot_bytes || in.slots != shape.slots || in.partitions != shape.partitions)
+    return make_error(Errc::invalid_argument,
+                      fmt::format("this {} has {}; the {} on rank {} has {}", side(channel.role),
+                                  shape_text(shape.slot_bytes, shape.slots, shape.partitions), side(expected),
+                                  shape.peer, shape_text(in.slot_bytes, in.slots, in.partitions)),
+                      "create both sides with the same slot_bytes, slots and partitions");
+  std::uint64_t needed = expected == Role::receive ? shape.slot_bytes * shape.slots : sizeof(std::uint64_t);
+  if (in.landing.length < needed)
+    return make_error(Errc::invalid_argument,
+                      fmt::format("the peer offers {} bytes to write where {} are needed", in.landing.length, needed),
+                      "run the same tether version on every rank");
+  return {};
+}
+
+Expected<void> ChannelRegistry::wait_connected(ChannelState& channel) {
+  auto deadline = std::chrono::steady_clock::now() + connect_timeout_;
+  for (unsigned polls = 1;; ++polls) {
+    Status status = test_connected(channel);
+    if (status == Status::done) return {};
+    if (status == Status::error) return tl::unexpected(channel.last_error);
+    if (connect_timeout_.count() > 0 && std::chrono::steady_clock::now() > deadline)
+      return make_error(Errc::timeout,
+                        fmt::format("rank {} created no matching {} channel (tag {}) within TETHER_CHANNEL_CONNECT_TIMEOUT",
+                                    channel.shape.peer, channel.role == Role::send ? "receive" : "send", channel.shape.tag),
+                        "create the matching channel on the peer, or raise TETHER_CHANNEL_CONNECT_TIMEOUT");
+    if (polls % 64 == 0) std::this_thread::yield();
+  }
+}
+
+void ChannelRegistry::close(ChannelState& channel) noexcept {
+  if (channel.role == Role::send && !wait_for_writes(channel, close_timeout_)) {
+    log::warn("persist", "send channel to rank {} (tag {}) closed with {} writes in flight; their buffers are "
+              "kept until the runtime ends", channel.shape.peer, channel.shape.tag, channel.send.writes_in_flight);
+  }
+  std::lock_guard lock(engine_.progress_mutex());
+  std::size_t unreleased = std::count(channel.receive.complete.begin(), channel.receive.complete.end(), 1);
+  if (channel.role == Role::receive && unreleased > 0)
+    log::warn("persist", "receive channel from rank {} (tag {}) closed with {} messages not released",
+              channel.shape.peer, channel.shape.tag, unreleased);
+  channel.closed = true;  // pool memory stays until the runtime ends: the peer may still write
+  if (channel.send.writes_in_flight == 0) release_registration(channel);
+}
+
+void ChannelRegistry::release_registration(ChannelState& channel) noexcept {
+  channel.user_registration.release();
+  if (channel.registered_whole) engine_.transport().registrar().deregister(channel.registration);
+  channel.registered_whole = false;
+}
+
+void ChannelRegistry::release_memory(ChannelState& channel) noexcept {
+  if (channel.memory_from_pool && channel.memory != nullptr) pinned_free(channel.memory);
+  if (channel.credit_word != nullptr) pinned_free(channel.credit_word);
+  channel.memory = nullptr;
+  channel.credit_word = nullptr;
+  release_registration(channel);
+}
+
+}  // namespace tether::persist

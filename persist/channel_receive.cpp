@@ -1,0 +1,126 @@
+// The receive side: notifications are checked before they are believed, messages are
+// handed out in send order, and released slots go back to the sender as credits.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "persist/channel_registry.hpp"
+#include "runtime/base/log.hpp"
+
+namespace tether::persist {
+
+bool ChannelRegistry::valid_landing(const ChannelState& channel, const Notification& notification) noexcept {
+  const ChannelShape& shape = channel.shape;
+  const ReceiveProgress& receive = channel.receive;
+  std::uint64_t bits = encode(notification);
+  if (channel.role != Role::receive) return reject("data for a send channel", bits), false;
+  if (notification.slot >= shape.slots) return reject("slot beyond the channel's slots", bits), false;
+  if (receive.complete[notification.slot] != 0)
+    return reject("the slot still holds a message not released (a sender without credit)", bits), false;
+  if (shape.partitions == 1) {
+    if (notification.value > shape.slot_bytes) return reject("length beyond the slot", bits), false;
+    return true;
+  }
+  if (notification.value >= shape.partitions) return reject("partition beyond the channel's partitions", bits), false;
+  std::size_t index = static_cast<std::size_t>(notification.slot) * shape.partitions + notification.value;
+  if (receive.partition_landed[index] != 0) return reject("a partition landed twice", bits), false;
+  return true;
+}
+
+void ChannelRegistry::land(ChannelState& channel, const Notification& notification) noexcept {
+  if (!valid_landing(channel, notification)) return;
+  ReceiveProgress& receive = channel.receive;
+  std::uint32_t slot = notification.slot;
+  if (channel.shape.partitions == 1) {
+    receive.landed_bytes[slot] = notification.value;
+    receive.complete[slot] = 1;
+    return;
+  }
+  receive.partition_landed[static_cast<std::size_t>(slot) * channel.shape.partitions + notification.value] = 1;
+  if (++receive.partitions_landed[slot] < channel.shape.partitions) return;
+  receive.landed_bytes[slot] = static_cast<std::uint32_t>(channel.shape.slot_bytes);
+  receive.complete[slot] = 1;
+}
+
+void ChannelRegistry::take_credit(ChannelState& channel, std::uint32_t credits) noexcept {
+  std::uint64_t bits = encode({channel.id, kCreditSlot, credits});
+  if (channel.role != Role::send) return reject("a credit for a receive channel", bits);
+  if (credits == 0 || credits > channel.send.started - channel.send.credited)
+    return reject("more credits than messages in flight", bits);
+  channel.send.credited += credits;
+}
+
+Status ChannelRegistry::test_received(ChannelState& channel, std::span<const std::byte>& message) noexcept {
+  // Messages may land before this side saw the peer's hello; they are handed out after
+  // it, when credits know where to go.
+  if (channel.phase != Phase::ready) {
+    Status connected = test_connected(channel);
+    if (connected != Status::done) return connected;
+  }
+  engine_.progress();
+  std::lock_guard lock(engine_.progress_mutex());
+  ReceiveProgress& receive = channel.receive;
+  if (channel.phase == Phase::failed) return failed(channel);
+  if (receive.delivered - receive.released >= channel.shape.slots)
+    return refuse(channel, Errc::limit_exceeded,
+                  fmt::format("all {} slots hold messages not released", channel.shape.slots),
+                  "release() a message before asking for the next");
+  auto slot = static_cast<std::uint32_t>(receive.delivered % channel.shape.slots);
+  if (receive.complete[slot] == 0) return Status::posted;
+  message = {channel.buffer_at(slot), receive.landed_bytes[slot]};
+  ++receive.delivered;
+  return Status::done;
+}
+
+bool ChannelRegistry::arrived(ChannelState& channel, std::uint32_t partition) noexcept {
+  engine_.progress();
+  std::lock_guard lock(engine_.progress_mutex());
+  if (partition >= channel.shape.partitions) return false;
+  auto slot = static_cast<std::uint32_t>(channel.receive.delivered % channel.shape.slots);
+  return channel.receive.partition_landed[static_cast<std::size_t>(slot) * channel.shape.partitions + partition] != 0;
+}
+
+Status ChannelRegistry::release(ChannelState& channel) noexcept {
+  std::lock_guard lock(engine_.progress_mutex());
+  ReceiveProgress& receive = channel.receive;
+  if (receive.delivered == receive.released)
+    return refuse(channel, Errc::invalid_argument, "release() with no message held",
+                  "release once per message that test() or wait() gave");
+  auto slot = static_cast<std::uint32_t>(receive.released % channel.shape.slots);
+  receive.complete[slot] = 0;
+  receive.partitions_landed[slot] = 0;
+  auto partitions = receive.partition_landed.begin() + static_cast<std::ptrdiff_t>(slot) * channel.shape.partitions;
+  std::fill(partitions, partitions + channel.shape.partitions, 0);
+  ++receive.released;
+  ++receive.unreported;
+  if (channel.phase == Phase::failed) return Status::done;
+  std::uint32_t batch = credit_batch_ > 0 ? credit_batch_ : std::max<std::uint32_t>(1, channel.shape.slots / 4);
+  if (channel.self || receive.unreported >= std::min(batch, channel.shape.slots)) return_credits(channel);
+  else owe_credits(channel);
+  return Status::done;
+}
+
+void ChannelRegistry::return_credits(ChannelState& channel) noexcept {
+  ReceiveProgress& receive = channel.receive;
+  if (receive.unreported == 0) return;
+  auto credits = static_cast<std::uint32_t>(receive.unreported);
+  if (channel.self) {
+    if (ChannelState* sender = find(channel.peer_channel_id)) take_credit(*sender, credits);
+    receive.unreported = 0;
+    return;
+  }
+  Status status = engine_.transport().write_with_notification(
+      channel.transport_peer, channel.credit_word, sizeof(std::uint64_t), nullptr, channel.peer_landing, 0,
+      encode({channel.peer_channel_id, kCreditSlot, credits}), operation_context(channel.id, true, 0));
+  if (status == Status::retry) return owe_credits(channel);
+  if (status == Status::error) {
+    const Error& error = engine_.transport().last_error();
+    (void)fail_channel(channel, error.code, fmt::format("a credit write failed: {}", error.cause),
+                       "check that the peer is alive");
+    return;
+  }
+  ++stats_.credit_writes;
+  receive.unreported = 0;
+}
+
+}  // namespace tether::persist

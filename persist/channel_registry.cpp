@@ -1,0 +1,155 @@
+// The registry's frame: one per Runtime, the channel table, refusals and failures, and
+// the engine hooks that route completions to their channel.
+#include "persist/channel_registry.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "runtime/base/config.hpp"
+#include "runtime/base/log.hpp"
+#include "runtime/base/stats.hpp"
+
+namespace tether::persist {
+namespace {
+
+std::mutex g_registry_creation;
+
+const char* role_name(Role role) noexcept { return role == Role::send ? "send" : "receive"; }
+
+}  // namespace
+
+ChannelRegistry& ChannelRegistry::of(Runtime& runtime) {
+  messaging::Engine& engine = runtime.engine();
+  std::lock_guard lock(g_registry_creation);
+  if (auto* registry = dynamic_cast<ChannelRegistry*>(engine.channel_events())) return *registry;
+  auto registry = std::make_unique<ChannelRegistry>(engine);
+  ChannelRegistry& made = *registry;
+  std::lock_guard progress(engine.progress_mutex());
+  engine.set_channel_events(std::move(registry));
+  return made;
+}
+
+ChannelRegistry::ChannelRegistry(messaging::Engine& engine) : engine_(engine) {
+  const auto& config = config::Config::global();
+  credit_batch_ = static_cast<std::uint32_t>(std::max<std::int64_t>(0, config.integer("TETHER_CHANNEL_CREDIT_BATCH")));
+  connect_timeout_ = config.duration("TETHER_CHANNEL_CONNECT_TIMEOUT");
+  close_timeout_ = config.duration("TETHER_CHANNEL_CLOSE_TIMEOUT");
+}
+
+ChannelRegistry::~ChannelRegistry() {
+  std::size_t open = 0;
+  for (auto& channel : channels_) {
+    if (!channel->closed) ++open;
+    release_memory(*channel);
+  }
+  if (open > 0)
+    log::warn("persist", "{} channels were still open when the runtime ended; destroy channels before the Runtime",
+              open);
+  user_cache_.reset();
+}
+
+ChannelState* ChannelRegistry::find(std::uint32_t id) noexcept {
+  if (id == 0 || id > channels_.size()) return nullptr;
+  ChannelState* channel = channels_[id - 1].get();
+  return channel->closed ? nullptr : channel;
+}
+
+Status ChannelRegistry::refuse(ChannelState& channel, Errc code, std::string cause, std::string remedy) noexcept {
+  try {
+    channel.last_error = Error{code, 0, std::move(cause), std::move(remedy)};
+  } catch (...) {
+    channel.last_error.code = code;
+  }
+  return Status::error;
+}
+
+Status ChannelRegistry::fail_channel(ChannelState& channel, Errc code, std::string cause, std::string remedy) noexcept {
+  if (channel.phase == Phase::failed) return failed(channel);
+  channel.phase = Phase::failed;
+  try {
+    channel.failure = Error{code, 0,
+                            fmt::format("{} channel with rank {} (tag {}): {}", role_name(channel.role),
+                                        channel.shape.peer, channel.shape.tag, cause),
+                            std::move(remedy)};
+  } catch (...) {
+    channel.failure.code = code;
+  }
+  log::error("persist", "{}", channel.failure.message());
+  return failed(channel);
+}
+
+Status ChannelRegistry::failed(ChannelState& channel) noexcept {
+  channel.last_error = channel.failure;
+  return Status::error;
+}
+
+void ChannelRegistry::reject(const char* why, std::uint64_t notification) noexcept {
+  ++stats_.rejected_notifications;
+  log::error("persist", "rejected channel notification {:#x}: {}", notification, why);
+}
+
+void ChannelRegistry::on_peer_death(int rank) noexcept {
+  for (auto& channel : channels_)
+    if (!channel->closed && channel->shape.peer == rank && channel->phase != Phase::failed)
+      (void)fail_channel(*channel, Errc::peer_unreachable, fmt::format("rank {} died", rank),
+                         "the channel cannot be used again; recreate it with a live peer");
+}
+
+void ChannelRegistry::on_operation(const transport::Completion& completion) noexcept {
+  OperationContext context = decode_context(completion.context);
+  ChannelState* channel = find(context.channel_id);
+  if (channel == nullptr) return;  // a credit write of a channel closed since
+  if (context.credit) {
+    if (completion.kind == transport::CompletionKind::error)
+      log::warn("persist", "a credit write to rank {} failed: {}", channel->shape.peer, completion.cause);
+    return;
+  }
+  --channel->send.writes_in_flight;
+  std::uint32_t buffer = context.buffer % channel->buffer_count();
+  if (channel->send.buffer_writes[buffer] > 0) --channel->send.buffer_writes[buffer];
+  if (completion.kind == transport::CompletionKind::error)
+    (void)fail_channel(*channel, completion.error, fmt::format("a write failed: {}", completion.cause),
+                       "check that the peer is alive and its channel open");
+}
+
+void ChannelRegistry::on_notification(const transport::Completion& completion) noexcept {
+  Notification notification = decode_notification(completion.notification);
+  ChannelState* channel = find(notification.channel_id);
+  if (channel == nullptr && notification.channel_id != 0 && notification.channel_id <= channels_.size()) {
+    ++stats_.late_notifications;  // for a channel closed since: its memory is still reserved
+    return;
+  }
+  if (channel == nullptr) return reject("no channel has that id", completion.notification);
+  if (notification.slot == kCreditSlot) return take_credit(*channel, notification.value);
+  land(*channel, notification);
+}
+
+// Credits below the batch wait a few passes for company, then go anyway: a sender
+// waiting for them must never wait for ever.
+void ChannelRegistry::on_progress() noexcept {
+  constexpr std::uint64_t kPassesBeforeFlush = 16;
+  ++progress_passes_;
+  if (owing_credits_.empty()) return;
+  std::vector<ChannelState*> owing;
+  owing.swap(owing_credits_);
+  for (ChannelState* channel : owing) {
+    if (channel->closed || channel->phase == Phase::failed || channel->receive.unreported == 0) continue;
+    if (progress_passes_ - channel->receive.owed_since_pass < kPassesBeforeFlush) owing_credits_.push_back(channel);
+    else return_credits(*channel);
+  }
+}
+
+void ChannelRegistry::owe_credits(ChannelState& channel) noexcept {
+  if (channel.receive.unreported == 1) channel.receive.owed_since_pass = progress_passes_;
+  if (std::find(owing_credits_.begin(), owing_credits_.end(), &channel) == owing_credits_.end())
+    owing_credits_.push_back(&channel);
+}
+
+}  // namespace tether::persist
+
+namespace tether {
+
+ChannelStats channel_stats(Runtime& runtime) { return persist::ChannelRegistry::of(runtime).stats(); }
+
+}  // namespace tether

@@ -1,0 +1,99 @@
+// Every channel of one Runtime: ids, creation and the handshake, and the engine's hooks
+// (notifications, write completions, peer deaths, credit retries). Owned by the engine,
+// so it ends before the transport does.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "persist/channel_state.hpp"
+#include "runtime/messaging/engine.hpp"
+
+namespace tether::persist {
+
+class ChannelRegistry final : public messaging::ChannelEvents {
+ public:
+  // The runtime's registry, made on first use.
+  static ChannelRegistry& of(Runtime& runtime);
+  explicit ChannelRegistry(messaging::Engine& engine);
+  ~ChannelRegistry() override;
+
+  // Set-up (channel_create.cpp).
+  Expected<ChannelState*> create(Role role, const ChannelShape& shape, std::span<std::byte> user_memory);
+  Status test_connected(ChannelState& channel) noexcept;
+  Expected<void> wait_connected(ChannelState& channel);
+  void close(ChannelState& channel) noexcept;
+
+  // Hot path (channel_send.cpp, channel_receive.cpp). Each takes the progress lock.
+  Status next_buffer(ChannelState& channel, std::span<std::byte>& buffer) noexcept;
+  Status start(ChannelState& channel, std::size_t bytes) noexcept;
+  Status ready(ChannelState& channel, std::uint32_t partition) noexcept;
+  Status test_sent(ChannelState& channel) noexcept;
+  Status test_received(ChannelState& channel, std::span<const std::byte>& message) noexcept;
+  bool arrived(ChannelState& channel, std::uint32_t partition) noexcept;
+  Status release(ChannelState& channel) noexcept;
+
+  [[nodiscard]] messaging::Engine& engine() noexcept { return engine_; }
+  [[nodiscard]] ChannelStats stats() const noexcept { return stats_; }
+
+  // messaging::ChannelEvents (the progress lock is held).
+  void on_notification(const transport::Completion& completion) noexcept override;
+  void on_operation(const transport::Completion& completion) noexcept override;
+  void on_peer_death(int rank) noexcept override;
+  void on_progress() noexcept override;
+
+ private:
+  // channel_create.cpp
+  Expected<void> check_shape(Role role, const ChannelShape& shape, std::span<std::byte> user_memory) const;
+  void size_progress(ChannelState& channel);
+  Expected<void> provide_memory(ChannelState& channel, std::span<std::byte> user_memory);
+  Expected<void> register_user_memory(ChannelState& channel, std::span<std::byte> user_memory);
+  Expected<Registration> register_whole(std::byte* memory, std::size_t bytes);
+  void release_registration(ChannelState& channel) noexcept;
+  Expected<void> describe_landing(ChannelState& channel);
+  Expected<void> post_handshake(ChannelState& channel);
+  Status finish_handshake(ChannelState& channel) noexcept;
+  Expected<void> accept_hello(ChannelState& channel) const;
+  void release_memory(ChannelState& channel) noexcept;
+
+  // channel_send.cpp
+  Status start_locked(ChannelState& channel, std::size_t bytes) noexcept;
+  Status ready_locked(ChannelState& channel, std::uint32_t partition) noexcept;
+  // Writes [offset, offset + length) of message `sequence` into the peer's slot.
+  Status post_data_write(ChannelState& channel, std::uint64_t sequence, std::size_t offset, std::size_t length,
+                         std::uint32_t value) noexcept;
+  Status copy_to_self(ChannelState& channel, std::uint64_t sequence, std::size_t offset, std::size_t length,
+                      std::uint32_t value) noexcept;
+  Status connected_or_retry(ChannelState& channel) noexcept;
+  bool wait_for_writes(ChannelState& channel, std::chrono::nanoseconds timeout) noexcept;
+
+  // channel_receive.cpp
+  void land(ChannelState& channel, const Notification& notification) noexcept;
+  bool valid_landing(const ChannelState& channel, const Notification& notification) noexcept;
+  void take_credit(ChannelState& channel, std::uint32_t credits) noexcept;
+  void return_credits(ChannelState& channel) noexcept;
+  void owe_credits(ChannelState& channel) noexcept;
+
+  // channel_registry.cpp
+  [[nodiscard]] ChannelState* find(std::uint32_t id) noexcept;
+  Status refuse(ChannelState& channel, Errc code, std::string cause, std::string remedy) noexcept;
+  Status fail_channel(ChannelState& channel, Errc code, std::string cause, std::string remedy) noexcept;
+  Status failed(ChannelState& channel) noexcept;
+  void reject(const char* why, std::uint64_t notification) noexcept;
+
+  messaging::Engine& engine_;
+  // index = id - 1; ids are never reused; grows under the progress lock.
+  std::vector<std::unique_ptr<ChannelState>> channels_;
+  std::vector<ChannelState*> owing_credits_;  // receive channels whose credit write met back-pressure
+  std::unique_ptr<RegistrationCache> user_cache_;  // user buffers, over the transport's registrar
+  std::uint64_t progress_passes_ = 0;
+  std::uint32_t credit_batch_ = 0;                 // 0: a quarter of the slots
+  std::chrono::nanoseconds connect_timeout_{};
+  std::chrono::nanoseconds close_timeout_{};
+  ChannelStats stats_;
+};
+
+}  // namespace tether::persist

@@ -1,0 +1,153 @@
+// The send side: start() is one RDMA write into the receiver's next slot, when a credit
+// and the local buffer allow; partitioned messages go out one ready() at a time.
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "persist/channel_registry.hpp"
+
+namespace tether::persist {
+
+// Outside the progress lock. done when ready, retry while the handshake runs.
+Status ChannelRegistry::connected_or_retry(ChannelState& channel) noexcept {
+  if (channel.phase == Phase::ready) return Status::done;
+  Status status = test_connected(channel);
+  return status == Status::posted ? Status::retry : status;
+}
+
+Status ChannelRegistry::next_buffer(ChannelState& channel, std::span<std::byte>& buffer) noexcept {
+  engine_.progress();
+  std::lock_guard lock(engine_.progress_mutex());
+  if (channel.phase == Phase::failed) return failed(channel);
+  auto index = static_cast<std::uint32_t>(channel.send.started % channel.buffer_count());
+  buffer = {channel.buffer_at(index), channel.shape.slot_bytes};
+  return channel.send.buffer_writes[index] == 0 ? Status::done : Status::retry;
+}
+
+// A retry progresses before it returns, so a caller's retry loop moves credits along.
+Status ChannelRegistry::start(ChannelState& channel, std::size_t bytes) noexcept {
+  if (Status connected = connected_or_retry(channel); connected != Status::done) return connected;
+  Status status = start_locked(channel, bytes);
+  if (status == Status::retry) engine_.progress();
+  return status;
+}
+
+Status ChannelRegistry::start_locked(ChannelState& channel, std::size_t bytes) noexcept {
+  std::lock_guard lock(engine_.progress_mutex());
+  const ChannelShape& shape = channel.shape;
+  SendProgress& send = channel.send;
+  if (channel.phase == Phase::failed) return failed(channel);
+  if (bytes > shape.slot_bytes)
+    return refuse(channel, Errc::invalid_argument, fmt::format("start({}) on a channel of {}-byte slots", bytes, shape.slot_bytes),
+                  "send at most slot_bytes, or create both sides with larger slots");
+  if (shape.partitions > 1 && bytes != shape.slot_bytes)
+    return refuse(channel, Errc::invalid_argument, fmt::format("start({}) on a partitioned channel", bytes),
+                  fmt::format("partitioned channels move whole slots: start({})", shape.slot_bytes));
+  if (send.partitions_left > 0)
+    return refuse(channel, Errc::invalid_argument,
+                  fmt::format("the previous message still has {} partitions not ready", send.partitions_left),
+                  "call ready() for every partition before the next start()");
+  if (send.started - send.credited >= shape.slots) return Status::retry;  // every slot is the receiver's
+  if (send.buffer_writes[send.started % channel.buffer_count()] > 0) return Status::retry;
+  if (shape.partitions > 1) {
+    send.partitions_left = shape.partitions;
+    std::fill(send.partition_sent.begin(), send.partition_sent.end(), 0);
+    ++send.started;
+    return Status::posted;
+  }
+  Status status = post_data_write(channel, send.started, 0, bytes, static_cast<std::uint32_t>(bytes));
+  if (status == Status::posted || status == Status::done) ++send.started;
+  return status;
+}
+
+Status ChannelRegistry::ready(ChannelState& channel, std::uint32_t partition) noexcept {
+  Status status = ready_locked(channel, partition);
+  if (status == Status::retry) engine_.progress();
+  return status;
+}
+
+Status ChannelRegistry::ready_locked(ChannelState& channel, std::uint32_t partition) noexcept {
+  std::lock_guard lock(engine_.progress_mutex());
+  SendProgress& send = channel.send;
+  if (channel.phase == Phase::failed) return failed(channel);
+  if (channel.shape.partitions == 1)
+    return refuse(channel, Errc::invalid_argument, "ready() on a channel without partitions",
+                  "create the channel with partitions > 1, or send with start(bytes)");
+  if (send.partitions_left == 0)
+    return refuse(channel, Errc::invalid_argument, "ready() with no message started", "call start() first");
+  if (partition >= channel.shape.partitions || send.partition_sent[partition] != 0)
+    return refuse(channel, Errc::invalid_argument,
+                  fmt::format("ready({}) of {} partitions ({})", partition, channel.shape.partitions,
+                              partition >= channel.shape.partitions ? "no such partition" : "already ready"),
+                  "mark each partition ready once, 0 to partitions - 1");
+  std::size_t bytes = channel.partition_bytes();
+  Status status = post_data_write(channel, send.started - 1, partition * bytes, bytes, partition);
+  if (status == Status::posted || status == Status::done) {
+    send.partition_sent[partition] = 1;
+    --send.partitions_left;
+  }
+  return status;
+}
+
+Status ChannelRegistry::post_data_write(ChannelState& channel, std::uint64_t sequence, std::size_t offset,
+                                        std::size_t length, std::uint32_t value) noexcept {
+  if (channel.self) return copy_to_self(channel, sequence, offset, length, value);
+  auto slot = static_cast<std::uint32_t>(sequence % channel.shape.slots);
+  auto buffer = static_cast<std::uint32_t>(sequence % channel.buffer_count());
+  transport::Transport& transport = engine_.transport();
+  Status status = transport.write_with_notification(
+      channel.transport_peer, channel.buffer_at(buffer) + offset, length, channel.descriptor, channel.peer_landing,
+      slot * channel.shape.slot_bytes + offset, encode({channel.peer_channel_id, slot, value}),
+      operation_context(channel.id, false, buffer));
+  if (status == Status::error)
+    return fail_channel(channel, transport.last_error().code, transport.last_error().cause, transport.last_error().remedy);
+  if (status == Status::retry) return status;
+  ++channel.send.writes_in_flight;
+  ++channel.send.buffer_writes[buffer];
+  ++stats_.data_writes;
+  return Status::posted;
+}
+
+Status ChannelRegistry::copy_to_self(ChannelState& channel, std::uint64_t sequence, std::size_t offset,
+                                     std::size_t length, std::uint32_t value) noexcept {
+  ChannelState* target = find(channel.peer_channel_id);
+  if (target == nullptr)
+    return fail_channel(channel, Errc::peer_unreachable, "its receive channel (on this rank) was closed",
+                        "close the send channel too");
+  auto slot = static_cast<std::uint32_t>(sequence % channel.shape.slots);
+  auto buffer = static_cast<std::uint32_t>(sequence % channel.buffer_count());
+  if (length > 0)
+    std::memcpy(target->buffer_at(slot) + offset, channel.buffer_at(buffer) + offset, length);
+  ++stats_.send_copies;
+  ++stats_.data_writes;
+  land(*target, {target->id, slot, value});
+  return Status::done;
+}
+
+Status ChannelRegistry::test_sent(ChannelState& channel) noexcept {
+  engine_.progress();
+  std::lock_guard lock(engine_.progress_mutex());
+  if (channel.phase == Phase::failed) return failed(channel);
+  if (channel.send.partitions_left > 0)
+    return refuse(channel, Errc::invalid_argument,
+                  fmt::format("waiting for a message with {} partitions not ready", channel.send.partitions_left),
+                  "call ready() for every partition first");
+  return channel.send.writes_in_flight == 0 ? Status::done : Status::posted;
+}
+
+bool ChannelRegistry::wait_for_writes(ChannelState& channel, std::chrono::nanoseconds timeout) noexcept {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    engine_.progress();
+    {
+      std::lock_guard lock(engine_.progress_mutex());
+      if (channel.send.writes_in_flight == 0 || channel.phase == Phase::failed) return channel.send.writes_in_flight == 0;
+    }
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+}
+
+}  // namespace tether::persist

@@ -1,0 +1,51 @@
+// Operations over many channels: the handshakes in any order, start_all and wait_all.
+#include <thread>
+
+#include "tether/persist.hpp"
+
+namespace tether {
+
+Expected<void> wait_connected(std::span<SendChannel*> sends, std::span<ReceiveChannel*> receives) {
+  // Test every handshake in turn, so no pair of ranks waits on each other's order.
+  for (unsigned polls = 1;; ++polls) {
+    bool all_done = true;
+    for (SendChannel* channel : sends) {
+      Status status = channel->test_connected();
+      if (status == Status::error) return tl::unexpected(channel->last_error());
+      all_done = all_done && status == Status::done;
+    }
+    for (ReceiveChannel* channel : receives) {
+      Status status = channel->test_connected();
+      if (status == Status::error) return tl::unexpected(channel->last_error());
+      all_done = all_done && status == Status::done;
+    }
+    if (all_done) return {};
+    if (polls % 64 == 0) std::this_thread::yield();
+  }
+}
+
+Status start_all(std::span<SendChannel*> channels, std::span<const std::size_t> bytes) noexcept {
+  for (std::size_t i = 0; i < channels.size(); ++i) {
+    for (unsigned polls = 1;; ++polls) {
+      Status status = channels[i]->start(bytes[i]);
+      if (status == Status::error) return status;
+      if (status != Status::retry) break;
+      if (polls % 64 == 0) std::this_thread::yield();
+    }
+  }
+  return Status::posted;
+}
+
+Status wait_all(std::span<SendChannel*> channels) noexcept {
+  for (SendChannel* channel : channels)
+    if (channel->wait() == Status::error) return Status::error;
+  return Status::done;
+}
+
+Status wait_all(std::span<ReceiveChannel*> channels, std::span<std::span<const std::byte>> messages) noexcept {
+  for (std::size_t i = 0; i < channels.size(); ++i)
+    if (channels[i]->wait(messages[i]) == Status::error) return Status::error;
+  return Status::done;
+}
+
+}  // namespace tether

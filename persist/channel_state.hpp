@@ -1,0 +1,129 @@
+// One channel's state, its handshake message and the 64-bit notifications its writes
+// carry. Everything here is touched only under the engine's progress lock.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "tether/persist.hpp"
+#include "tether/rcache.hpp"
+#include "transport/transport.hpp"
+
+namespace tether::persist {
+
+enum class Role : std::uint8_t { send = 1, receive = 2 };
+enum class Phase : std::uint8_t { connecting, ready, failed };
+
+inline constexpr std::uint16_t kHelloMagic = 0x7e43;  // "te" + channel
+inline constexpr std::uint8_t kHelloVersion = 1;
+
+// The one handshake message each side sends when its channel is created. Append fields,
+// never reorder.
+struct ChannelHello {
+  std::uint16_t magic = kHelloMagic;
+  std::uint8_t version = kHelloVersion;
+  Role role = Role::send;           // of the side that sent it
+  std::uint32_t channel_id = 0;     // the sender's id: notifications to it name this
+  std::int32_t tag = 0;
+  std::uint32_t slots = 0;
+  std::uint64_t slot_bytes = 0;
+  std::uint32_t partitions = 0;
+  std::uint32_t reserved = 0;
+  transport::RemoteBuffer landing{};  // receive side: its slots; send side: its credit word
+};
+static_assert(sizeof(ChannelHello) == 64);
+
+// Notification of a channel write: bit 63 set | target channel id (19 bits) | slot (12
+// bits) | value (32 bits). Slot kCreditSlot: `value` credits for a send channel;
+// otherwise a message in `slot`: value = its length, or its partition index.
+inline constexpr std::uint32_t kMaxChannelId = (1U << 19) - 1;
+inline constexpr std::uint32_t kCreditSlot = 0xfff;
+
+struct Notification {
+  std::uint32_t channel_id = 0;
+  std::uint32_t slot = 0;
+  std::uint32_t value = 0;
+};
+
+[[nodiscard]] std::uint64_t encode(const Notification& notification) noexcept;
+[[nodiscard]] Notification decode_notification(std::uint64_t bits) noexcept;
+
+// Context of a channel's transport operation: channel id, credit flag, local buffer.
+[[nodiscard]] std::uint64_t operation_context(std::uint32_t channel_id, bool credit, std::uint32_t buffer) noexcept;
+struct OperationContext {
+  std::uint32_t channel_id = 0;
+  bool credit = false;
+  std::uint32_t buffer = 0;
+};
+[[nodiscard]] OperationContext decode_context(std::uint64_t context) noexcept;
+
+// The internal engine tag a hello from a side of `role` travels with (below kAnyTag,
+// so no user receive matches it).
+[[nodiscard]] int hello_tag(int channel_tag, Role role) noexcept;
+
+// What the send side knows of its messages.
+struct SendProgress {
+  std::uint64_t started = 0;           // messages started
+  std::uint64_t credited = 0;          // messages whose slot the receiver gave back
+  std::uint64_t writes_in_flight = 0;  // posted, not yet write_done
+  std::vector<std::uint32_t> buffer_writes;  // writes in flight per local buffer
+  std::size_t current_bytes = 0;            // partitioned: the started message
+  std::vector<std::uint8_t> partition_sent; // partitioned: of the started message
+  std::uint32_t partitions_left = 0;
+};
+
+// What the receive side knows of its slots.
+struct ReceiveProgress {
+  std::vector<std::uint32_t> landed_bytes;      // per slot, once complete
+  std::vector<std::uint32_t> partitions_landed; // per slot
+  std::vector<std::uint8_t> partition_landed;   // per slot x partition
+  std::vector<std::uint8_t> complete;           // per slot: landed, not yet released
+  std::uint64_t delivered = 0;    // messages handed out by test()
+  std::uint64_t released = 0;     // of those, given back
+  std::uint64_t unreported = 0;   // released, credit not yet written
+  std::uint64_t owed_since_pass = 0;  // the registry's progress pass when unreported left 0
+};
+
+struct ChannelState {
+  Role role = Role::send;
+  ChannelShape shape;
+  std::uint32_t id = 0;
+  bool self = false;  // the peer is this rank: memcpy, no transport
+  Phase phase = Phase::connecting;
+  bool closed = false;
+  Error failure;      // why the channel failed, for every later call
+  Error last_error;   // the last call's refusal
+
+  // Handshake.
+  ChannelHello hello_out{};
+  ChannelHello hello_in{};
+  Request hello_send{};
+  Request hello_receive{};
+  std::uint32_t peer_channel_id = 0;
+  transport::RemoteBuffer peer_landing{};
+  transport::PeerIndex transport_peer = transport::kUnknownPeer;
+
+  // Memory: send side, one buffer per slot (or the user's); receive side, the slots.
+  std::byte* memory = nullptr;
+  std::size_t memory_bytes = 0;
+  bool memory_from_pool = false;
+  RcacheHandle user_registration;        // user memory through the cache, or
+  Registration registration;             // user memory: the transport's registration of it
+  bool registered_whole = false;         // registered outside the cache (it had split the range)
+  void* descriptor = nullptr;            // local descriptor of user memory (FI_MR_LOCAL)
+  std::uint64_t* credit_word = nullptr;  // pool: send side's credit landing / receive side's write source
+
+  SendProgress send;
+  ReceiveProgress receive;
+
+  [[nodiscard]] std::size_t partition_bytes() const noexcept { return shape.slot_bytes / shape.partitions; }
+  [[nodiscard]] std::uint32_t buffer_count() const noexcept {
+    return memory_from_pool || role == Role::receive ? shape.slots : 1;
+  }
+  [[nodiscard]] std::byte* buffer_at(std::uint32_t index) const noexcept {
+    return memory + static_cast<std::size_t>(index % buffer_count()) * shape.slot_bytes;
+  }
+};
+
+}  // namespace tether::persist

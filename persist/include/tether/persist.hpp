@@ -1,0 +1,142 @@
+// Persistent channels: pin once, handshake once, then every message is one RDMA write
+// into the receiver's next free slot, with credits so no unconsumed slot is overwritten.
+//
+//   auto out = tether::SendChannel::create(runtime, {.peer = 1, .tag = 7, .slot_bytes = 4096});
+//   auto in  = tether::ReceiveChannel::create(runtime, {.peer = 0, .tag = 7, .slot_bytes = 4096});
+//   out->wait_connected();                 // the one handshake (both sides)
+//   std::span<std::byte> b = out->buffer(); fill(b); out->start(n); out->wait();
+//   std::span<const std::byte> m; in->wait(m); use(m); in->release();
+//
+// The k-th send channel a rank creates for (peer, tag) pairs with the k-th receive
+// channel that peer creates for (this rank, tag). A channel belongs to one thread at a
+// time; destroy every channel before its Runtime.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "tether/error.hpp"
+#include "tether/runtime.hpp"
+
+namespace tether {
+
+namespace persist {
+struct ChannelState;
+class ChannelRegistry;
+}  // namespace persist
+
+// What both sides of a channel must agree on (creation fails on both sides otherwise).
+struct ChannelShape {
+  int peer = -1;                // the other side's rank (may be this rank)
+  int tag = 0;                  // 0 .. kMaxChannelTag
+  std::size_t slot_bytes = 0;   // the largest message
+  std::uint32_t slots = 2;      // messages that may be in flight (receiver's landing slots)
+  std::uint32_t partitions = 1; // > 1: partitioned messages of slot_bytes / partitions each
+};
+
+inline constexpr int kMaxChannelTag = (1 << 29) - 1;
+inline constexpr std::uint32_t kMaxChannelSlots = 1024;
+
+// Counters of one Runtime's channels, to prove what the hot path does not do.
+struct ChannelStats {
+  std::uint64_t channels_created = 0;
+  std::uint64_t handshake_messages = 0;  // hellos sent (one per channel)
+  std::uint64_t user_registrations = 0;  // user buffers registered (once per channel)
+  std::uint64_t data_writes = 0;         // RDMA writes of messages or partitions
+  std::uint64_t credit_writes = 0;       // RDMA writes returning credits
+  std::uint64_t send_copies = 0;         // memcpy on a send path (channels to self only)
+  std::uint64_t rejected_notifications = 0;  // malformed or unexpected, dropped and logged
+  std::uint64_t late_notifications = 0;      // for channels closed since, dropped
+};
+[[nodiscard]] ChannelStats channel_stats(Runtime& runtime);
+
+class SendChannel {
+ public:
+  // Message buffers come from the pinned pool (one per slot).
+  static Expected<SendChannel> create(Runtime& runtime, const ChannelShape& shape);
+  // Messages are sent from `user_buffer` (>= slot_bytes), registered once through a
+  // registration cache; one message is in flight from it at a time.
+  static Expected<SendChannel> create(Runtime& runtime, const ChannelShape& shape, std::span<std::byte> user_buffer);
+
+  SendChannel(SendChannel&& other) noexcept;
+  SendChannel& operator=(SendChannel&& other) noexcept;
+  SendChannel(const SendChannel&) = delete;
+  SendChannel& operator=(const SendChannel&) = delete;
+  ~SendChannel();  // waits briefly for writes in flight; reports and leaks what is left
+
+  // done once the handshake finished, posted while it runs, error on a mismatch or a
+  // dead peer (last_error() names both sides' values).
+  [[nodiscard]] Status test_connected() noexcept;
+  [[nodiscard]] Expected<void> wait_connected();
+
+  // Where the next message is produced. Fill it only when next_buffer() said done (or
+  // after wait()): until then a write from it may still be in flight.
+  [[nodiscard]] std::span<std::byte> buffer() const noexcept;
+  [[nodiscard]] Status next_buffer(std::span<std::byte>& buffer) noexcept;
+
+  // One RDMA write of buffer()[0, bytes) into the receiver's next slot. posted; retry
+  // when no credit, the buffer is busy or the handshake runs (progress and call again);
+  // error for bytes > slot_bytes or a failed channel. Partitioned channels: starts a
+  // message whose partitions go out with ready().
+  [[nodiscard]] Status start(std::size_t bytes) noexcept;
+  // Partitioned channels: partition `index` of the started message is ready; written now.
+  [[nodiscard]] Status ready(std::uint32_t index) noexcept;
+  // done when every started message left this side (its buffer may be refilled).
+  [[nodiscard]] Status test() noexcept;
+  [[nodiscard]] Status wait() noexcept;
+
+  [[nodiscard]] const ChannelShape& shape() const noexcept;
+  [[nodiscard]] const Error& last_error() const noexcept;
+
+ private:
+  SendChannel(persist::ChannelRegistry* registry, persist::ChannelState* state) noexcept
+      : registry_(registry), state_(state) {}
+  persist::ChannelRegistry* registry_ = nullptr;
+  persist::ChannelState* state_ = nullptr;
+};
+
+class ReceiveChannel {
+ public:
+  // Landing slots come from the pinned pool.
+  static Expected<ReceiveChannel> create(Runtime& runtime, const ChannelShape& shape);
+  // Landing slots are `user_slots` (>= slots x slot_bytes), registered once.
+  static Expected<ReceiveChannel> create(Runtime& runtime, const ChannelShape& shape, std::span<std::byte> user_slots);
+
+  ReceiveChannel(ReceiveChannel&& other) noexcept;
+  ReceiveChannel& operator=(ReceiveChannel&& other) noexcept;
+  ReceiveChannel(const ReceiveChannel&) = delete;
+  ReceiveChannel& operator=(const ReceiveChannel&) = delete;
+  ~ReceiveChannel();  // its slots stay reserved while the sender may still write
+
+  [[nodiscard]] Status test_connected() noexcept;
+  [[nodiscard]] Expected<void> wait_connected();
+
+  // done: `message` views the next message (in send order) where it landed; it stays
+  // valid until release(). posted: nothing new yet. error: the channel failed.
+  [[nodiscard]] Status test(std::span<const std::byte>& message) noexcept;
+  [[nodiscard]] Status wait(std::span<const std::byte>& message) noexcept;
+  // Partitioned channels: whether partition `index` of the next message has landed.
+  [[nodiscard]] bool arrived(std::uint32_t index) noexcept;
+  // Hands the oldest message's slot back to the sender (a credit).
+  [[nodiscard]] Status release() noexcept;
+
+  [[nodiscard]] const ChannelShape& shape() const noexcept;
+  [[nodiscard]] const Error& last_error() const noexcept;
+
+ private:
+  ReceiveChannel(persist::ChannelRegistry* registry, persist::ChannelState* state) noexcept
+      : registry_(registry), state_(state) {}
+  persist::ChannelRegistry* registry_ = nullptr;
+  persist::ChannelState* state_ = nullptr;
+};
+
+// Every channel's handshake, in any order (no deadlock whatever order both sides used).
+[[nodiscard]] Expected<void> wait_connected(std::span<SendChannel*> sends, std::span<ReceiveChannel*> receives);
+// start(bytes[i]) on every channel, retrying back-pressure; error as soon as one fails.
+[[nodiscard]] Status start_all(std::span<SendChannel*> channels, std::span<const std::size_t> bytes) noexcept;
+[[nodiscard]] Status wait_all(std::span<SendChannel*> channels) noexcept;
+// The next message of every channel into messages[i].
+[[nodiscard]] Status wait_all(std::span<ReceiveChannel*> channels, std::span<std::span<const std::byte>> messages) noexcept;
+
+}  // namespace tether

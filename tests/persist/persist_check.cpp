@@ -1,0 +1,447 @@
+// tether-persist-check SCENARIO [COUNT]: run by every rank of a job (tether-run or
+// mpirun). Each scenario asserts on the bytes that landed, on counters and on error
+// codes; exit 0 = pass.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "runtime/messaging/engine.hpp"
+#include "tether/persist.hpp"
+#include "tether/pool.hpp"
+#include "tether/runtime.hpp"
+
+namespace {
+
+using tether::ChannelShape;
+using tether::ReceiveChannel;
+using tether::Runtime;
+using tether::SendChannel;
+using tether::Status;
+using Bytes = std::span<const std::byte>;
+
+int g_failures = 0;
+std::uint64_t g_count = 0;  // messages per scenario, from argv (0: the scenario's default)
+
+#define CHECK(condition, ...)                                                                       \
+  do {                                                                                              \
+    if (!(condition)) {                                                                             \
+      ++g_failures;                                                                                 \
+      fmt::print(stderr, "rank check failed at line {}: {} ({})\n", __LINE__, #condition,          \
+                 fmt::format(__VA_ARGS__));                                                         \
+    }                                                                                               \
+  } while (0)
+
+std::uint64_t count_or(std::uint64_t fallback) { return g_count > 0 ? g_count : fallback; }
+
+// Message `sequence` of `bytes` from `source`: a pattern the receiver can recompute.
+void fill(std::span<std::byte> out, std::uint64_t source, std::uint64_t sequence) {
+  std::uint64_t state = (source + 1) * 0x9e3779b97f4a7c15ULL ^ sequence;
+  for (std::byte& b : out) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    b = static_cast<std::byte>(state >> 56);
+  }
+}
+
+bool matches(Bytes in, std::uint64_t source, std::uint64_t sequence) {
+  std::vector<std::byte> expected(in.size());
+  fill(expected, source, sequence);
+  return std::memcmp(in.data(), expected.data(), in.size()) == 0;
+}
+
+SendChannel make_send(Runtime& runtime, const ChannelShape& shape) {
+  auto channel = SendChannel::create(runtime, shape);
+  if (!channel) {
+    fmt::print(stderr, "SendChannel::create: {}\n", channel.error().message());
+    std::exit(1);
+  }
+  return std::move(*channel);
+}
+
+ReceiveChannel make_receive(Runtime& runtime, const ChannelShape& shape) {
+  auto channel = ReceiveChannel::create(runtime, shape);
+  if (!channel) {
+    fmt::print(stderr, "ReceiveChannel::create: {}\n", channel.error().message());
+    std::exit(1);
+  }
+  return std::move(*channel);
+}
+
+void connect(SendChannel& out, ReceiveChannel& in) {
+  SendChannel* sends[] = {&out};
+  ReceiveChannel* receives[] = {&in};
+  auto connected = tether::wait_connected(sends, receives);
+  CHECK(connected.has_value(), "{}", connected ? "" : connected.error().message());
+}
+
+Status start_when_possible(SendChannel& channel, std::size_t bytes, std::uint64_t* retries = nullptr) {
+  for (;;) {
+    Status status = channel.start(bytes);
+    if (status != Status::retry) return status;
+    if (retries != nullptr) ++*retries;
+  }
+}
+
+// Sends `count` messages of rotating sizes; the buffer of each is produced in place.
+void send_stream(SendChannel& out, int me, std::uint64_t count, std::uint64_t* retries = nullptr) {
+  const std::size_t slot = out.shape().slot_bytes;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    std::span<std::byte> buffer;
+    while (out.next_buffer(buffer) == Status::retry) {
+    }
+    std::size_t bytes = i % 7 == 0 ? slot : (i * 37) % (slot + 1);
+    fill(buffer.first(bytes), static_cast<std::uint64_t>(me), i);
+    Status status = start_when_possible(out, bytes, retries);
+    CHECK(status != Status::error, "start {}: {}", i, out.last_error().message());
+    if (status == Status::error) return;
+  }
+  CHECK(out.wait() == Status::done, "wait: {}", out.last_error().message());
+}
+
+void receive_stream(ReceiveChannel& in, int peer, std::uint64_t count, std::chrono::microseconds hold = {}) {
+  const std::size_t slot = in.shape().slot_bytes;
+  std::uint64_t bad = 0;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    Bytes message;
+    Status status = in.wait(message);
+    CHECK(status == Status::done, "wait {}: {}", i, in.last_error().message());
+    if (status != Status::done) return;
+    std::size_t bytes = i % 7 == 0 ? slot : (i * 37) % (slot + 1);
+    if (hold.count() > 0) std::this_thread::sleep_for(hold);  // a slow receiver holds the slot
+    if (message.size() != bytes || !matches(message, static_cast<std::uint64_t>(peer), i)) ++bad;
+    CHECK(in.release() == Status::done, "release {}: {}", i, in.last_error().message());
+  }
+  CHECK(bad == 0, "{} of {} messages from rank {} differ from what was sent", bad, count, peer);
+}
+
+// Rank 0 streams to rank 1 through rotating slots, every message checked.
+void integrity(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  std::uint64_t count = count_or(1000000);
+  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 4, .slot_bytes = 256, .slots = 16};
+  if (runtime.rank() == 0) {
+    SendChannel out = make_send(runtime, shape);
+    CHECK(out.wait_connected().has_value(), "connect");
+    send_stream(out, 0, count);
+  } else {
+    ReceiveChannel in = make_receive(runtime, shape);
+    CHECK(in.wait_connected().has_value(), "connect");
+    receive_stream(in, 0, count);
+    fmt::print("rank 1: {} messages checked\n", count);
+  }
+}
+
+// Ranks 0 and 1 stream to each other at once, a sending and a receiving thread each.
+void duplex(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  int peer = 1 - runtime.rank();
+  std::uint64_t count = count_or(20000);
+  ChannelShape shape{.peer = peer, .tag = 5, .slot_bytes = 256, .slots = 8};
+  SendChannel out = make_send(runtime, shape);
+  ReceiveChannel in = make_receive(runtime, shape);
+  connect(out, in);
+  std::thread receiver([&] { receive_stream(in, peer, count); });
+  send_stream(out, runtime.rank(), count);
+  receiver.join();
+}
+
+// Large messages (rendezvous sizes for send/receive) through few slots.
+void large(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  int peer = 1 - runtime.rank();
+  ChannelShape shape{.peer = peer, .tag = 6, .slot_bytes = std::size_t{4} << 20, .slots = 2};
+  if (runtime.rank() == 0) {
+    SendChannel out = make_send(runtime, shape);
+    CHECK(out.wait_connected().has_value(), "connect");
+    send_stream(out, 0, count_or(40));
+  } else {
+    ReceiveChannel in = make_receive(runtime, shape);
+    CHECK(in.wait_connected().has_value(), "connect");
+    receive_stream(in, 0, count_or(40));
+  }
+}
+
+// A receiver that holds each message: the sender meets back-pressure (retry), and no held
+// message is ever overwritten.
+void slow_receiver(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 9, .slot_bytes = 512, .slots = 4};
+  std::uint64_t count = count_or(400);
+  if (runtime.rank() == 0) {
+    SendChannel out = make_send(runtime, shape);
+    CHECK(out.wait_connected().has_value(), "connect");
+    std::uint64_t retries = 0;
+    send_stream(out, 0, count, &retries);
+    CHECK(retries > 0, "the sender never met back-pressure from a slow receiver ({} retries)", retries);
+    fmt::print("rank 0: {} retries while the receiver held its slots\n", retries);
+  } else {
+    ReceiveChannel in = make_receive(runtime, shape);
+    CHECK(in.wait_connected().has_value(), "connect");
+    receive_stream(in, 0, count, std::chrono::microseconds(200));
+  }
+}
+
+// Partitions marked ready out of order arrive out of order; the message completes whole.
+void partitioned(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  constexpr std::uint32_t kParts = 8;
+  constexpr std::size_t kPartBytes = 4096;
+  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 11, .slot_bytes = kParts * kPartBytes, .slots = 2,
+                     .partitions = kParts};
+  std::uint64_t count = count_or(50);
+  if (runtime.rank() == 0) {
+    SendChannel out = make_send(runtime, shape);
+    CHECK(out.wait_connected().has_value(), "connect");
+    for (std::uint64_t i = 0; i < count; ++i) {
+      std::span<std::byte> buffer;
+      while (out.next_buffer(buffer) == Status::retry) {
+      }
+      fill(buffer, 0, i);
+      CHECK(start_when_possible(out, shape.slot_bytes) != Status::error, "{}", out.last_error().message());
+      for (std::uint32_t p = kParts; p-- > 1;)  // last first; partition 0 only after a pause
+        while (out.ready(p) == Status::retry) {
+        }
+      if (i == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      while (out.ready(0) == Status::retry) {
+      }
+      CHECK(out.wait() == Status::done, "{}", out.last_error().message());
+    }
+  } else {
+    ReceiveChannel in = make_receive(runtime, shape);
+    CHECK(in.wait_connected().has_value(), "connect");
+    bool saw_last_before_first = false;
+    while (!in.arrived(kParts - 1)) {
+    }
+    saw_last_before_first = !in.arrived(0);
+    CHECK(saw_last_before_first, "partition {} arrived but partition 0 too, despite a 100 ms pause", kParts - 1);
+    for (std::uint64_t i = 0; i < count; ++i) {
+      Bytes message;
+      CHECK(in.wait(message) == Status::done, "{}", in.last_error().message());
+      CHECK(message.size() == shape.slot_bytes && matches(message, 0, i), "message {} differs", i);
+      CHECK(in.release() == Status::done, "{}", in.last_error().message());
+    }
+  }
+}
+
+// Every rank opens kPerTag channels with one tag and one channel with each of kTags tags to
+// every rank (itself included); the k-th channel of a (peer, tag) pairs with the k-th.
+void many(Runtime& runtime) {
+  constexpr int kPerTag = 4;
+  constexpr int kTags = 4;
+  constexpr std::uint64_t kMessages = 50;
+  std::vector<SendChannel> sends;
+  std::vector<ReceiveChannel> receives;
+  std::vector<int> peers;
+  for (int peer = 0; peer < runtime.size(); ++peer)
+    for (int k = 0; k < kPerTag + kTags; ++k) {
+      ChannelShape shape{.peer = peer, .tag = k < kPerTag ? 100 : 200 + k, .slot_bytes = 64, .slots = 2};
+      sends.push_back(make_send(runtime, shape));
+      receives.push_back(make_receive(runtime, shape));
+      peers.push_back(peer);
+    }
+  std::vector<SendChannel*> send_list;
+  std::vector<ReceiveChannel*> receive_list;
+  for (auto& channel : sends) send_list.push_back(&channel);
+  for (auto& channel : receives) receive_list.push_back(&channel);
+  auto connected = tether::wait_connected(send_list, receive_list);
+  CHECK(connected.has_value(), "{}", connected ? "" : connected.error().message());
+  std::uint64_t bad = 0;
+  for (std::uint64_t i = 0; i < kMessages; ++i) {
+    for (std::size_t c = 0; c < sends.size(); ++c) {
+      std::uint64_t stamp = (static_cast<std::uint64_t>(runtime.rank()) << 40) | (c % (kPerTag + kTags)) << 20 | i;
+      std::memcpy(sends[c].buffer().data(), &stamp, sizeof stamp);
+      CHECK(start_when_possible(sends[c], sizeof stamp) != Status::error, "{}", sends[c].last_error().message());
+    }
+    for (std::size_t c = 0; c < receives.size(); ++c) {
+      Bytes message;
+      CHECK(receives[c].wait(message) == Status::done, "{}", receives[c].last_error().message());
+      std::uint64_t stamp = 0;
+      std::memcpy(&stamp, message.data(), sizeof stamp);
+      std::uint64_t want = (static_cast<std::uint64_t>(peers[c]) << 40) | (c % (kPerTag + kTags)) << 20 | i;
+      bad += stamp == want ? 0 : 1;
+      CHECK(receives[c].release() == Status::done, "{}", receives[c].last_error().message());
+    }
+    CHECK(tether::wait_all(send_list) == Status::done, "wait_all");
+  }
+  CHECK(bad == 0, "{} messages reached the wrong channel or came out of order", bad);
+}
+
+// After creation: no registration, no handshake or other message, no copy per message.
+void no_overhead(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 13, .slot_bytes = 1024, .slots = 4};
+  SendChannel out = make_send(runtime, shape);
+  ReceiveChannel in = make_receive(runtime, shape);
+  connect(out, in);
+  (void)runtime.barrier();
+  auto pool_before = tether::pool_stats().registrations;
+  auto messages_before = runtime.engine().messages_sent();
+  auto channels_before = tether::channel_stats(runtime);
+  std::uint64_t count = count_or(20000);
+  std::thread receiver([&] { receive_stream(in, 1 - runtime.rank(), count); });
+  send_stream(out, runtime.rank(), count);
+  receiver.join();
+  auto channels_after = tether::channel_stats(runtime);
+  CHECK(tether::pool_stats().registrations == pool_before, "{} registrations", tether::pool_stats().registrations - pool_before);
+  CHECK(runtime.engine().messages_sent() == messages_before, "{} messages sent besides the writes",
+        runtime.engine().messages_sent() - messages_before);
+  CHECK(channels_after.handshake_messages == channels_before.handshake_messages, "handshakes after creation");
+  CHECK(channels_after.user_registrations == channels_before.user_registrations, "registrations after creation");
+  CHECK(channels_after.send_copies == channels_before.send_copies, "{} copies", channels_after.send_copies);
+  CHECK(channels_after.data_writes - channels_before.data_writes == count, "{} writes for {} messages",
+        channels_after.data_writes - channels_before.data_writes, count);
+  fmt::print("rank {}: {} messages: 0 registrations, 0 messages, 0 copies, {} credit writes\n", runtime.rank(), count,
+             channels_after.credit_writes - channels_before.credit_writes);
+}
+
+// User memory on both sides: registered once at creation, never again.
+void user_buffers(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  int peer = 1 - runtime.rank();
+  ChannelShape shape{.peer = peer, .tag = 15, .slot_bytes = 8192, .slots = 4};
+  std::vector<std::byte> out_memory(shape.slot_bytes), in_memory(shape.slot_bytes * shape.slots);
+  auto out = SendChannel::create(runtime, shape, out_memory);
+  auto in = ReceiveChannel::create(runtime, shape, in_memory);
+  CHECK(out && in, "create with user memory: {}", !out ? out.error().message() : !in ? in.error().message() : "");
+  if (!out || !in) return;
+  connect(*out, *in);
+  auto before = tether::channel_stats(runtime);
+  CHECK(before.user_registrations >= 2, "{} user registrations", before.user_registrations);
+  std::uint64_t count = count_or(2000);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    fill(std::span(out_memory).first(shape.slot_bytes), static_cast<std::uint64_t>(runtime.rank()), i);
+    CHECK(start_when_possible(*out, shape.slot_bytes) != Status::error, "{}", out->last_error().message());
+    CHECK(out->wait() == Status::done, "{}", out->last_error().message());
+    Bytes message;
+    CHECK(in->wait(message) == Status::done, "{}", in->last_error().message());
+    CHECK(message.data() >= in_memory.data() && message.data() < in_memory.data() + in_memory.size(),
+          "the message did not land in the user's slots");
+    CHECK(matches(message, static_cast<std::uint64_t>(peer), i), "message {} differs", i);
+    CHECK(in->release() == Status::done, "{}", in->last_error().message());
+  }
+  CHECK(tether::channel_stats(runtime).user_registrations == before.user_registrations, "registered again");
+}
+
+// Channels to this rank itself.
+void self(Runtime& runtime) {
+  ChannelShape shape{.peer = runtime.rank(), .tag = 17, .slot_bytes = 1000, .slots = 3};
+  SendChannel out = make_send(runtime, shape);
+  ReceiveChannel in = make_receive(runtime, shape);
+  connect(out, in);
+  std::uint64_t count = count_or(5000);
+  for (std::uint64_t i = 0; i < count; i += 2) {
+    for (std::uint64_t j = i; j < i + 2; ++j) {
+      fill(out.buffer(), static_cast<std::uint64_t>(runtime.rank()), j);
+      CHECK(out.start(shape.slot_bytes) != Status::error, "{}", out.last_error().message());
+    }
+    for (std::uint64_t j = i; j < i + 2; ++j) {
+      Bytes message;
+      CHECK(in.wait(message) == Status::done, "{}", in.last_error().message());
+      CHECK(matches(message, static_cast<std::uint64_t>(runtime.rank()), j), "message {} differs", j);
+      CHECK(in.release() == Status::done, "{}", in.last_error().message());
+    }
+  }
+}
+
+// Both sides name both shapes when they disagree.
+void mismatch(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 19, .slot_bytes = runtime.rank() == 0 ? 1024U : 2048U, .slots = 4};
+  std::optional<tether::Expected<void>> connected;
+  if (runtime.rank() == 0) {
+    SendChannel out = make_send(runtime, shape);
+    connected = out.wait_connected();
+  } else {
+    ReceiveChannel in = make_receive(runtime, shape);
+    connected = in.wait_connected();
+  }
+  CHECK(!connected->has_value(), "a mismatched channel connected");
+  if (connected->has_value()) return;
+  std::string text = connected->error().message();
+  CHECK(text.find("1024") != std::string::npos && text.find("2048") != std::string::npos, "{}", text);
+  fmt::print("rank {}: {}\n", runtime.rank(), text);
+}
+
+// Wrong sizes, unknown ranks and misuse are refused with the cause; the channel still works.
+void bad_input(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  CHECK(!SendChannel::create(runtime, {.peer = runtime.size(), .slot_bytes = 8}), "unknown rank accepted");
+  CHECK(!SendChannel::create(runtime, {.peer = 0, .tag = -1, .slot_bytes = 8}), "negative tag accepted");
+  CHECK(!SendChannel::create(runtime, {.peer = 0, .slot_bytes = 0}), "0-byte slots accepted");
+  CHECK(!SendChannel::create(runtime, {.peer = 0, .slot_bytes = 8, .slots = 0}), "0 slots accepted");
+  CHECK(!SendChannel::create(runtime, {.peer = 0, .slot_bytes = 10, .partitions = 3}), "10 bytes in 3 partitions");
+  std::vector<std::byte> small(4);
+  CHECK(!ReceiveChannel::create(runtime, {.peer = 0, .slot_bytes = 8}, small), "a too-small user buffer");
+  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 21, .slot_bytes = 64, .slots = 2};
+  SendChannel out = make_send(runtime, shape);
+  ReceiveChannel in = make_receive(runtime, shape);
+  connect(out, in);
+  CHECK(out.start(65) == Status::error, "65 bytes into 64-byte slots accepted");
+  CHECK(out.last_error().message().find("64-byte slots") != std::string::npos, "{}", out.last_error().message());
+  CHECK(out.ready(0) == Status::error, "ready() on a whole-message channel accepted");
+  CHECK(in.release() == Status::error, "release() with nothing held accepted");
+  fill(out.buffer().first(64), static_cast<std::uint64_t>(runtime.rank()), 0);
+  CHECK(start_when_possible(out, 64) != Status::error, "{}", out.last_error().message());
+  CHECK(out.wait() == Status::done, "{}", out.last_error().message());
+  Bytes message;
+  CHECK(in.wait(message) == Status::done && matches(message, static_cast<std::uint64_t>(1 - runtime.rank()), 0),
+        "the channel does not work after refusals");
+  CHECK(in.release() == Status::done, "{}", in.last_error().message());
+}
+
+// Rank 1 dies after connecting; rank 0's channel fails with peer_unreachable.
+void peer_death(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 23, .slot_bytes = 64, .slots = 2};
+  ReceiveChannel in = make_receive(runtime, shape);
+  SendChannel out = make_send(runtime, shape);
+  connect(out, in);
+  if (runtime.rank() == 1) {
+    std::fflush(nullptr);
+    ::_exit(3);
+  }
+  Bytes message;
+  Status status = in.wait(message);
+  CHECK(status == Status::error && in.last_error().code == tether::Errc::peer_unreachable, "status {} {}",
+        static_cast<int>(status), in.last_error().message());
+  fmt::print("rank 0 saw its channel fail: {}\n", in.last_error().message());
+  std::fflush(nullptr);
+  ::_exit(g_failures == 0 ? 0 : 1);  // the job is failing anyway; skip the barrier
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::map<std::string_view, std::function<void(Runtime&)>> scenarios = {
+      {"integrity", integrity}, {"duplex", duplex}, {"large", large},       {"slow-receiver", slow_receiver},
+      {"partitioned", partitioned}, {"many", many},   {"no-overhead", no_overhead},
+      {"user-buffers", user_buffers}, {"self", self}, {"mismatch", mismatch},
+      {"bad-input", bad_input}, {"peer-death", peer_death}};
+  auto found = argc >= 2 ? scenarios.find(argv[1]) : scenarios.end();
+  if (found == scenarios.end()) {
+    std::string names;
+    for (const auto& [name, run] : scenarios) names += fmt::format(" {}", name);
+    fmt::print(stderr, "usage: tether-persist-check SCENARIO [COUNT]; scenarios:{}\n", names);
+    return 2;
+  }
+  if (argc >= 3) g_count = std::strtoull(argv[2], nullptr, 10);
+  auto runtime = Runtime::start();
+  if (!runtime) {
+    fmt::print(stderr, "{}\n", runtime.error().message());
+    return 1;
+  }
+  found->second(**runtime);
+  (void)(*runtime)->barrier();
+  if (g_failures == 0) fmt::print("rank {}: {} passed\n", (*runtime)->rank(), found->first);
+  return g_failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,100 @@
+// Runs tether-persist-check scenarios as real jobs under tether-run (libfabric shm and
+// tcp;ofi_rxm) and under mpirun, each with a watchdog.
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/launch/subprocess.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Case {
+  std::string scenario;
+  int ranks;
+  std::string transport;  // "shm" or "tcp"
+  std::string count;      // messages ("" = the scenario's default)
+};
+
+void PrintTo(const Case& test_case, std::ostream* out) {
+  *out << test_case.scenario << " on " << test_case.ranks << " ranks over " << test_case.transport;
+}
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  std::string name = info.param.scenario + "_" + std::to_string(info.param.ranks) + "ranks_" + info.param.transport;
+  for (char& c : name)
+    if (c == '-') c = '_';
+  return name;
+}
+
+std::vector<std::string> check_command(const Case& test_case) {
+  std::vector<std::string> argv{PERSIST_CHECK_PATH, test_case.scenario};
+  if (!test_case.count.empty()) argv.push_back(test_case.count);
+  return argv;
+}
+
+std::vector<std::string> transport_environment(const std::string& transport) {
+  if (transport == "shm") return {"TETHER_SHM=on"};
+  return {"TETHER_SHM=off", "TETHER_OFI_PROVIDER=tcp", "TETHER_OFI_DOMAIN=lo"};
+}
+
+void expect_every_rank_passed(const tether::testing::Outcome& outcome, const Case& test_case) {
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_FALSE(outcome.timed_out) << outcome.output;
+  for (int rank = 0; rank < test_case.ranks; ++rank)
+    EXPECT_NE(outcome.output.find("rank " + std::to_string(rank) + ": " + test_case.scenario + " passed"),
+              std::string::npos)
+        << outcome.output;
+}
+
+class PersistUnderTetherRun : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PersistUnderTetherRun, ScenarioPasses) {
+  const Case& test_case = GetParam();
+  std::vector<std::string> argv{TETHER_RUN_PATH, "-n", std::to_string(test_case.ranks), "--timeout", "150s"};
+  for (auto& arg : check_command(test_case)) argv.push_back(arg);
+  expect_every_rank_passed(tether::testing::run(argv, transport_environment(test_case.transport), 170s), test_case);
+}
+
+std::vector<Case> tether_run_cases() {
+  std::vector<Case> cases;
+  for (std::string transport : {"shm", "tcp"}) {
+    std::string many_messages = transport == "shm" ? "1000000" : "100000";
+    cases.push_back({"integrity", 2, transport, many_messages});
+    for (std::string scenario : {"duplex", "large", "slow-receiver", "partitioned", "no-overhead", "user-buffers", "self",
+                                 "mismatch", "bad-input"})
+      cases.push_back({scenario, 2, transport, ""});
+    cases.push_back({"many", 3, transport, ""});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Jobs, PersistUnderTetherRun, ::testing::ValuesIn(tether_run_cases()), case_name);
+
+TEST(PersistFailureTest, DeadPeerFailsTheChannelAndTheLauncherNamesIt) {
+  for (std::string transport : {"shm", "tcp"}) {
+    auto outcome = tether::testing::run({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "peer-death"},
+                                        transport_environment(transport), 90s);
+    EXPECT_NE(outcome.exit_code, 0) << transport << "\n" << outcome.output;
+    EXPECT_NE(outcome.output.find("rank 0 saw its channel fail"), std::string::npos) << transport << "\n" << outcome.output;
+    EXPECT_NE(outcome.output.find("rank 1"), std::string::npos) << outcome.output;
+  }
+}
+
+TEST(PersistMpirunTest, IntegrityAndManyUnderOpenMpi) {
+  if (std::string(MPIRUN_PATH).empty() || ::access(MPIRUN_PATH, X_OK) != 0) GTEST_SKIP() << "mpirun not found";
+  for (Case test_case : {Case{"integrity", 2, "shm", "20000"}, Case{"many", 3, "shm", ""}}) {
+    std::vector<std::string> argv{MPIRUN_PATH, "-n", std::to_string(test_case.ranks), "--oversubscribe"};
+    for (auto& arg : check_command(test_case)) argv.push_back(arg);
+    auto outcome = tether::testing::run(
+        argv, {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OMPI_MCA_btl=self,tcp", "OMPI_MCA_pml=ob1"},
+        150s);
+    expect_every_rank_passed(outcome, test_case);
+  }
+}
+
+}  // namespace
