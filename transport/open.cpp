@@ -3,6 +3,7 @@
 #include "runtime/base/config.hpp"
 #include "runtime/base/log.hpp"
 #include "transport/ofi/ofi_transport.hpp"
+#include "transport/shm/shm_transport.hpp"
 #include "transport/transport.hpp"
 #include "transport/verbs/verbs_transport.hpp"
 
@@ -38,6 +39,7 @@ Expected<std::unique_ptr<Transport>> open_transport(std::string_view spec, const
   std::string_view backend = spec.substr(0, colon);
   std::string_view rest = colon == std::string_view::npos ? std::string_view() : spec.substr(colon + 1);
   if (backend == "ofi") return open_ofi(rest, options);
+  if (backend == "shm-own") return shm::ShmTransport::open();
   if (backend == "verbs") {
     std::string device = !options.domain.empty() ? options.domain
                          : !rest.empty()         ? std::string(rest)
@@ -45,7 +47,7 @@ Expected<std::unique_ptr<Transport>> open_transport(std::string_view spec, const
     return verbs::VerbsTransport::open(device);
   }
   return make_error(Errc::invalid_argument, fmt::format("unknown transport '{}'", spec),
-                    "use ofi, ofi:shm, ofi:tcp, ofi:<libfabric provider> or verbs");
+                    "use shm-own, ofi, ofi:shm, ofi:tcp, ofi:<libfabric provider> or verbs");
 }
 
 std::string describe_ofi_choice() {

@@ -77,6 +77,8 @@ constexpr Option kOptions[] = {
     {"TETHER_PROGRESS_THREAD", "off", Kind::boolean, "Run a thread that drives progress continuously"},
     {"TETHER_SHM", "on", Kind::boolean,
      "Use the shared-memory path for peers on this node (off: the network transport for all)"},
+    {"TETHER_SHM_TRANSPORT", "own", Kind::choice,
+     "The shared-memory path: own (tether's mailboxes and mapped arenas) or ofi (libfabric's shm)", "own|ofi"},
 
     // Persistent channels (persist/)
     {"TETHER_CHANNEL_CONNECT_TIMEOUT", "2m", Kind::duration,

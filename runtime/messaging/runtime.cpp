@@ -10,13 +10,14 @@
 namespace tether {
 namespace {
 
-// On-node jobs use libfabric's shared-memory provider unless TETHER_SHM=off.
+// On-node jobs use a shared-memory transport (tether's own unless
+// TETHER_SHM_TRANSPORT=ofi) unless TETHER_SHM=off or a libfabric provider was named.
 std::string transport_spec(const Bootstrap& bootstrap) {
+  const auto& config = config::Config::global();
   const auto& identity = bootstrap.identity();
   bool all_local = identity.local_peers.size() == static_cast<std::size_t>(identity.size);
-  bool shm = config::Config::global().flag("TETHER_SHM");
-  if (all_local && shm && !config::Config::global().is_set("TETHER_OFI_PROVIDER")) return "ofi:shm";
-  return "ofi";
+  if (!all_local || !config.flag("TETHER_SHM") || config.is_set("TETHER_OFI_PROVIDER")) return "ofi";
+  return config.choice("TETHER_SHM_TRANSPORT") == "ofi" ? "ofi:shm" : "shm-own";
 }
 
 }  // namespace

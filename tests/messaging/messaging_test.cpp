@@ -88,8 +88,10 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return name;
 }
 
+// "shm": tether's own shared-memory transport; "ofishm": libfabric's shm; "tcp": tcp;ofi_rxm.
 std::vector<std::string> environment_for(const Case& test_case) {
-  return {"TETHER_SHM=" + std::string(test_case.transport == "shm" ? "on" : "off"),
+  return {"TETHER_SHM=" + std::string(test_case.transport == "tcp" ? "off" : "on"),
+          "TETHER_SHM_TRANSPORT=" + std::string(test_case.transport == "ofishm" ? "ofi" : "own"),
           "TETHER_RNDV_PROTOCOL=" + test_case.protocol};
 }
 
@@ -109,7 +111,7 @@ TEST_P(TetherRunMessaging, ScenarioPasses) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  for (std::string transport : {"shm", "tcp"})
+  for (std::string transport : {"shm", "ofishm", "tcp"})
     for (std::string protocol : {"put", "get"}) {
       cases.push_back({"sizes", 2, transport, protocol});
       cases.push_back({"sizes-pool", 3, transport, protocol});

@@ -283,7 +283,6 @@ void no_overhead(Runtime& runtime) {
   SendChannel out = make_send(runtime, shape);
   ReceiveChannel in = make_receive(runtime, shape);
   connect(out, in);
-  (void)runtime.barrier();
   auto pool_before = tether::pool_stats().registrations;
   auto messages_before = runtime.engine().messages_sent();
   auto channels_before = tether::channel_stats(runtime);

@@ -21,7 +21,7 @@ struct Case {
 };
 
 void PrintTo(const Case& test_case, std::ostream* out) {
-  *out << test_case.scenario << " on " << test_case.ranks << " ranks over " << test_case.transport;
+  *out << test_case.scenario << " on " << test_case.ranks << " ranks over " << test_case.transport;  // shm: shm-own
 }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
@@ -38,7 +38,8 @@ std::vector<std::string> check_command(const Case& test_case) {
 }
 
 std::vector<std::string> transport_environment(const std::string& transport) {
-  if (transport == "shm") return {"TETHER_SHM=on"};
+  if (transport == "shm") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=own"};
+  if (transport == "ofishm") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=ofi"};
   return {"TETHER_SHM=off", "TETHER_OFI_PROVIDER=tcp", "TETHER_OFI_DOMAIN=lo"};
 }
 
@@ -75,6 +76,8 @@ std::vector<Case> tether_run_cases() {
       cases.push_back({scenario, 2, transport, ""});
     cases.push_back({"many", 3, transport, ""});
   }
+  for (std::string scenario : {"integrity", "partitioned", "bad-input", "close-in-flight"})  // libfabric's shm
+    cases.push_back({scenario, 2, "ofishm", scenario == "integrity" ? "100000" : ""});
   return cases;
 }
 

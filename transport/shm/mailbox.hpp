@@ -1,0 +1,62 @@
+// The shared-memory mailbox a process receives through: one single-producer ring per
+// local sender, claimed by the sender's pid on first use. Lives in a memfd the peers map
+// through /proc/<pid>/fd/<fd>, so no name is left behind by any exit or crash.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace tether::transport::shm {
+
+inline constexpr std::uint32_t kMailboxMagic = 0x7e5a4d42;  // "te" shared mailbox
+inline constexpr std::uint32_t kMailboxVersion = 1;
+inline constexpr std::uint32_t kRingEntries = 64;
+inline constexpr std::size_t kEntryPayloadBytes = 8192 + 64;  // the default eager size and its header
+
+enum class EntryKind : std::uint32_t { message = 1, remote_write = 2 };
+
+struct RingEntry {
+  EntryKind kind;
+  std::uint32_t length;        // payload bytes (message) or bytes written (remote_write)
+  std::uint64_t notification;  // remote_write
+  alignas(16) std::byte payload[kEntryPayloadBytes];
+};
+
+// Head and tail on their own cache lines: the producer writes tail, the consumer head.
+struct Ring {
+  alignas(64) std::atomic<std::uint32_t> owner_pid;  // 0: free
+  alignas(64) std::atomic<std::uint64_t> tail;       // entries pushed
+  alignas(64) std::atomic<std::uint64_t> head;       // entries taken
+  alignas(64) RingEntry entries[kRingEntries];
+};
+
+struct MailboxHeader {
+  std::uint32_t magic;
+  std::uint32_t version;
+  std::uint32_t ring_count;
+  std::uint32_t owner_pid;
+  alignas(64) std::atomic<std::uint32_t> rings_claimed;  // high-water index + 1
+};
+
+[[nodiscard]] inline std::size_t mailbox_bytes(std::uint32_t ring_count) noexcept {
+  return sizeof(MailboxHeader) + static_cast<std::size_t>(ring_count) * sizeof(Ring);
+}
+[[nodiscard]] inline Ring* ring_at(MailboxHeader* mailbox, std::uint32_t index) noexcept {
+  return reinterpret_cast<Ring*>(reinterpret_cast<std::byte*>(mailbox) + sizeof(MailboxHeader)) + index;
+}
+
+// Claims a free ring for `pid`; nullptr when every ring is taken.
+[[nodiscard]] Ring* claim_ring(MailboxHeader* mailbox, std::uint32_t pid) noexcept;
+
+// The producer's view of one ring.
+struct RingWriter {
+  Ring* ring = nullptr;
+  std::uint64_t tail = 0;
+  std::uint64_t cached_head = 0;
+  // A free entry to fill, or nullptr when the ring is full.
+  [[nodiscard]] RingEntry* reserve() noexcept;
+  void publish() noexcept { ring->tail.store(++tail, std::memory_order_release); }
+};
+
+}  // namespace tether::transport::shm

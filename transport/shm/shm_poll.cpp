@@ -1,0 +1,77 @@
+// Polling: local completions first, then every claimed ring of this mailbox in turn.
+// A message waits in its ring until a receive is posted (back-pressure on the sender);
+// a ring whose indices make no sense is reported once and ignored from then on.
+#include <cstring>
+
+#include "runtime/base/log.hpp"
+#include "transport/shm/shm_transport.hpp"
+
+namespace tether::transport::shm {
+
+PeerIndex ShmTransport::peer_of_ring(std::uint32_t index) noexcept {
+  if (ring_peers_[index] != kUnknownPeer) return ring_peers_[index];
+  std::uint32_t pid = ring_at(mailbox_, index)->owner_pid.load(std::memory_order_acquire);
+  for (PeerIndex peer = 0; peer < peers_.size(); ++peer)
+    if (peers_[peer].pid == pid) return ring_peers_[index] = peer;
+  return kUnknownPeer;
+}
+
+bool ShmTransport::ring_corrupt(Ring& ring, std::uint32_t index, std::uint64_t tail) noexcept {
+  std::uint64_t head = ring.head.load(std::memory_order_relaxed);
+  if (tail >= head && tail - head <= kRingEntries) return false;
+  ring_broken_[index] = 1;
+  log::error("transport", "shm-own ring {} (process {}) has tail {} and head {}: corrupted; ignored from now on",
+             index, ring.owner_pid.load(), tail, head);
+  return true;
+}
+
+// Turns the ring's oldest entry into a completion; false when there is none to take.
+bool ShmTransport::take_entry(Ring& ring, std::uint32_t index, Completion& completion) noexcept {
+  if (ring_broken_[index] != 0) return false;
+  std::uint64_t head = ring.head.load(std::memory_order_relaxed);
+  std::uint64_t tail = ring.tail.load(std::memory_order_acquire);
+  if (head == tail || ring_corrupt(ring, index, tail)) return false;
+  const RingEntry& entry = ring.entries[head % kRingEntries];
+  completion = Completion{};
+  completion.peer = peer_of_ring(index);
+  if (entry.kind == EntryKind::remote_write) {
+    completion.kind = CompletionKind::remote_write;
+    completion.length = entry.length;
+    completion.notification = entry.notification;
+  } else if (entry.kind == EntryKind::message && entry.length <= kEntryPayloadBytes) {
+    if (receives_.empty()) return false;  // the sender's ring fills: back-pressure
+    PostedReceive receive = receives_.front();
+    receives_.pop_front();
+    std::size_t length = std::min<std::size_t>(entry.length, receive.length);
+    std::memcpy(receive.buffer, entry.payload, length);
+    completion.kind = CompletionKind::receive;
+    completion.context = receive.context;
+    completion.buffer = receive.buffer;
+    completion.length = length;
+  } else {
+    log::error("transport", "shm-own ring {} holds an entry of kind {} and length {}: dropped", index,
+               static_cast<std::uint32_t>(entry.kind), entry.length);
+    ring.head.store(head + 1, std::memory_order_release);
+    return false;
+  }
+  ring.head.store(head + 1, std::memory_order_release);
+  return true;
+}
+
+std::size_t ShmTransport::poll(std::span<Completion> out) noexcept {
+  std::size_t count = 0;
+  while (count < out.size() && !local_completions_.empty()) {
+    out[count++] = local_completions_.front();
+    local_completions_.pop_front();
+  }
+  std::uint32_t rings = std::min(mailbox_->rings_claimed.load(std::memory_order_acquire), mailbox_->ring_count);
+  for (std::uint32_t step = 0; step < rings && count < out.size(); ++step) {
+    std::uint32_t index = (next_ring_ + step) % rings;
+    Ring& ring = *ring_at(mailbox_, index);
+    while (count < out.size() && take_entry(ring, index, out[count])) ++count;
+  }
+  if (rings > 0) next_ring_ = (next_ring_ + 1) % rings;
+  return count;
+}
+
+}  // namespace tether::transport::shm

@@ -1,0 +1,220 @@
+// Posting: messages and write notifications go into this process's ring in the peer's
+// mailbox; RMA is a memcpy into (or out of) the peer's mapped memfd, or CMA for memory
+// with no memfd. Local completions are queued for poll().
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "transport/shm/shm_transport.hpp"
+
+namespace tether::transport::shm {
+namespace {
+
+constexpr std::uint64_t kPageBytes = 4096;
+
+Expected<PeerMapping> map_peer_file(std::uint32_t pid, std::int32_t fd) {
+  std::string path = fmt::format("/proc/{}/fd/{}", pid, fd);
+  int local = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  struct stat status {};
+  if (local < 0 || ::fstat(local, &status) != 0) {
+    int error = errno;
+    if (local >= 0) ::close(local);
+    return make_error(Errc::peer_unreachable, fmt::format("cannot open {}: {}", path, std::strerror(error)),
+                      "the peer must be alive and run as the same user (or set TETHER_SHM=ofi)", error);
+  }
+  auto bytes = static_cast<std::size_t>(status.st_size);
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, local, 0);
+  ::close(local);
+  if (base == MAP_FAILED)
+    return make_error(Errc::out_of_memory, fmt::format("mmap of {} ({} bytes): {}", path, bytes, std::strerror(errno)),
+                      "raise the address-space limit (ulimit -v)", errno);
+  return PeerMapping{static_cast<std::byte*>(base), bytes};
+}
+
+}  // namespace
+
+bool ShmTransport::check_peer(PeerIndex peer) noexcept {
+  if (peer < peers_.size()) return true;
+  (void)fail(Errc::invalid_argument, fmt::format("peer {} was never inserted ({} peers)", peer, peers_.size()),
+             "insert the peer's address with insert_peer first");
+  return false;
+}
+
+// Maps the peer's mailbox and claims a ring in it, once.
+Status ShmTransport::attach(ShmPeer& peer) noexcept {
+  if (peer.writer.ring != nullptr) return Status::done;
+  auto mapping = map_peer_file(peer.pid, peer.mailbox_fd);
+  if (!mapping) return fail(mapping.error().code, mapping.error().cause, mapping.error().remedy, mapping.error().sys_errno);
+  auto* mailbox = reinterpret_cast<MailboxHeader*>(mapping->base);
+  if (mapping->bytes < sizeof(MailboxHeader) || mailbox->magic != kMailboxMagic ||
+      mapping->bytes < mailbox_bytes(mailbox->ring_count)) {
+    ::munmap(mapping->base, mapping->bytes);
+    return fail(Errc::invalid_argument, fmt::format("process {} has no valid tether mailbox", peer.pid),
+                "run the same tether version on every rank");
+  }
+  Ring* ring = claim_ring(mailbox, static_cast<std::uint32_t>(::getpid()));
+  if (ring == nullptr) {
+    ::munmap(mapping->base, mapping->bytes);
+    return fail(Errc::limit_exceeded, fmt::format("all {} rings of process {}'s mailbox are taken", mailbox->ring_count, peer.pid),
+                "run fewer ranks per node, or set TETHER_SHM=ofi");
+  }
+  peer.mailbox = mailbox;
+  peer.writer = RingWriter{ring, ring->tail.load(std::memory_order_acquire), ring->head.load(std::memory_order_acquire)};
+  return Status::done;
+}
+
+RingEntry* ShmTransport::reserve(ShmPeer& peer, Status& status) noexcept {
+  status = attach(peer);
+  if (status != Status::done) return nullptr;
+  RingEntry* entry = peer.writer.reserve();
+  status = entry == nullptr ? Status::retry : Status::done;
+  if (entry == nullptr && ::kill(static_cast<pid_t>(peer.pid), 0) != 0 && errno == ESRCH)
+    status = fail(Errc::peer_unreachable, fmt::format("process {} exited with its ring full", peer.pid),
+                  "stop sending to that peer");
+  return entry;
+}
+
+void ShmTransport::complete_locally(CompletionKind kind, PeerIndex peer, std::uint64_t context, const void* buffer,
+                                    std::size_t length) {
+  Completion completion;
+  completion.kind = kind;
+  completion.peer = peer;
+  completion.context = context;
+  completion.buffer = const_cast<void*>(buffer);
+  completion.length = length;
+  local_completions_.push_back(completion);
+}
+
+Status ShmTransport::post_receive(void* buffer, std::size_t length, void*, std::uint64_t context) noexcept {
+  try {
+    receives_.push_back({buffer, length, context});
+  } catch (...) {
+    return Status::retry;
+  }
+  return Status::posted;
+}
+
+Status ShmTransport::send(PeerIndex peer, const void* buffer, std::size_t length, void*, std::uint64_t) noexcept {
+  if (!check_peer(peer)) return Status::error;
+  if (length > kEntryPayloadBytes)
+    return fail(Errc::invalid_argument, fmt::format("a {}-byte message over shm-own (at most {})", length, kEntryPayloadBytes),
+                "split it, or send larger data by RMA");
+  Status status = Status::done;
+  RingEntry* entry = reserve(peers_[peer], status);
+  if (entry == nullptr) return status;
+  entry->kind = EntryKind::message;
+  entry->length = static_cast<std::uint32_t>(length);
+  std::memcpy(entry->payload, buffer, length);
+  peers_[peer].writer.publish();
+  return Status::done;  // the bytes are in the peer's ring: the buffer may be reused
+}
+
+std::byte* ShmTransport::peer_bytes(ShmPeer& peer, const RemoteBuffer& remote, std::size_t offset,
+                                    std::size_t length) noexcept {
+  auto fd = static_cast<std::int32_t>(remote.key >> 32);
+  auto found = peer.files.find(fd);
+  if (found == peer.files.end()) {
+    auto mapping = map_peer_file(peer.pid, fd);
+    if (!mapping) return (void)fail(mapping.error().code, mapping.error().cause, mapping.error().remedy), nullptr;
+    found = peer.files.emplace(fd, *mapping).first;
+  }
+  std::uint64_t file_offset = (remote.key & 0xffffffffU) * kPageBytes + (remote.address - remote.registration_base) + offset;
+  if (remote.address < remote.registration_base || file_offset > found->second.bytes ||
+      length > found->second.bytes - file_offset) {
+    (void)fail(Errc::invalid_argument,
+               fmt::format("RMA of {} bytes at file offset {} runs outside the peer's {}-byte arena", length, file_offset,
+                           found->second.bytes),
+               "keep RMA inside the RemoteBuffer the peer described");
+    return nullptr;
+  }
+  return found->second.base + file_offset;
+}
+
+Status ShmTransport::copy_to_peer(ShmPeer& peer, const void* buffer, std::size_t length, const RemoteBuffer& target,
+                                  std::size_t target_offset) noexcept {
+  if (target.length != 0 && (target_offset > target.length || length > target.length - target_offset))
+    return fail(Errc::invalid_argument, fmt::format("RMA of {} bytes at offset {} runs past the {}-byte remote buffer",
+                                                    length, target_offset, target.length),
+                "keep RMA inside the RemoteBuffer the peer described");
+  if (length == 0) return Status::done;
+  if (target.key != 0) {
+    std::byte* destination = peer_bytes(peer, target, target_offset, length);
+    if (destination == nullptr) return Status::error;
+    std::memcpy(destination, buffer, length);
+    return Status::done;
+  }
+  iovec local{const_cast<void*>(buffer), length};
+  iovec remote{reinterpret_cast<void*>(target.address + target_offset), length};
+  ssize_t moved = ::process_vm_writev(static_cast<pid_t>(peer.pid), &local, 1, &remote, 1, 0);
+  if (moved == static_cast<ssize_t>(length)) return Status::done;
+  return fail(Errc::transport, fmt::format("process_vm_writev of {} bytes to process {}: {}", length, peer.pid,
+                                           moved < 0 ? std::strerror(errno) : "partial"),
+              "allow ptrace between the ranks (kernel.yama.ptrace_scope=0) or send from pool memory", errno);
+}
+
+Status ShmTransport::copy_from_peer(ShmPeer& peer, void* buffer, std::size_t length, const RemoteBuffer& source,
+                                    std::size_t source_offset) noexcept {
+  if (source.length != 0 && (source_offset > source.length || length > source.length - source_offset))
+    return fail(Errc::invalid_argument, fmt::format("RMA of {} bytes at offset {} runs past the {}-byte remote buffer",
+                                                    length, source_offset, source.length),
+                "keep RMA inside the RemoteBuffer the peer described");
+  if (length == 0) return Status::done;
+  if (source.key != 0) {
+    std::byte* origin = peer_bytes(peer, source, source_offset, length);
+    if (origin == nullptr) return Status::error;
+    std::memcpy(buffer, origin, length);
+    return Status::done;
+  }
+  iovec local{buffer, length};
+  iovec remote{reinterpret_cast<void*>(source.address + source_offset), length};
+  ssize_t moved = ::process_vm_readv(static_cast<pid_t>(peer.pid), &local, 1, &remote, 1, 0);
+  if (moved == static_cast<ssize_t>(length)) return Status::done;
+  return fail(Errc::transport, fmt::format("process_vm_readv of {} bytes from process {}: {}", length, peer.pid,
+                                           moved < 0 ? std::strerror(errno) : "partial"),
+              "allow ptrace between the ranks (kernel.yama.ptrace_scope=0) or use pool memory", errno);
+}
+
+Status ShmTransport::write(PeerIndex peer, const void* buffer, std::size_t length, void*, const RemoteBuffer& target,
+                           std::size_t target_offset, std::uint64_t context) noexcept {
+  if (!check_peer(peer)) return Status::error;
+  Status status = copy_to_peer(peers_[peer], buffer, length, target, target_offset);
+  if (status != Status::done) return status;
+  complete_locally(CompletionKind::write_done, peer, context, buffer, length);
+  return Status::posted;
+}
+
+// The notification's entry is reserved before the copy, so a full ring is a retry with
+// nothing written.
+Status ShmTransport::write_with_notification(PeerIndex peer, const void* buffer, std::size_t length, void*,
+                                             const RemoteBuffer& target, std::size_t target_offset,
+                                             std::uint64_t notification, std::uint64_t context) noexcept {
+  if (!check_peer(peer)) return Status::error;
+  Status status = Status::done;
+  RingEntry* entry = reserve(peers_[peer], status);
+  if (entry == nullptr) return status;
+  status = copy_to_peer(peers_[peer], buffer, length, target, target_offset);
+  if (status != Status::done) return status;
+  entry->kind = EntryKind::remote_write;
+  entry->length = static_cast<std::uint32_t>(length);
+  entry->notification = notification;
+  peers_[peer].writer.publish();
+  complete_locally(CompletionKind::write_done, peer, context, buffer, length);
+  return Status::posted;
+}
+
+Status ShmTransport::read(PeerIndex peer, void* buffer, std::size_t length, void*, const RemoteBuffer& source,
+                          std::size_t source_offset, std::uint64_t context) noexcept {
+  if (!check_peer(peer)) return Status::error;
+  Status status = copy_from_peer(peers_[peer], buffer, length, source, source_offset);
+  if (status != Status::done) return status;
+  complete_locally(CompletionKind::read_done, peer, context, buffer, length);
+  return Status::posted;
+}
+
+}  // namespace tether::transport::shm

@@ -1,0 +1,157 @@
+// Opening: the mailbox memfd, the address peers need, peers' insertion, and the registrar
+// that names memory by the memfd behind it.
+#include "transport/shm/shm_transport.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#include "runtime/base/log.hpp"
+
+namespace tether::transport::shm {
+namespace {
+
+constexpr std::uint32_t kRingCount = 64;  // local senders one process can hear from
+constexpr std::uint64_t kPageBytes = 4096;
+
+struct WireAddress {
+  std::uint32_t magic;
+  std::uint32_t pid;
+  std::int32_t mailbox_fd;
+  std::uint32_t ring_count;
+};
+
+struct Backing {
+  int fd = -1;
+  std::uint64_t file_offset = 0;
+};
+
+// The file behind `address` in /proc/self/maps (inode 0: anonymous memory).
+bool mapped_file(const void* address, ino_t& inode, dev_t& device, std::uint64_t& file_offset) {
+  std::FILE* maps = std::fopen("/proc/self/maps", "r");
+  if (maps == nullptr) return false;
+  auto wanted = reinterpret_cast<std::uintptr_t>(address);
+  char line[512];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, maps) != nullptr) {
+    unsigned long start = 0, end = 0, offset = 0, inode_number = 0;
+    unsigned major_number = 0, minor_number = 0;
+    if (std::sscanf(line, "%lx-%lx %*4s %lx %x:%x %lu", &start, &end, &offset, &major_number, &minor_number,
+                    &inode_number) != 6)
+      continue;
+    if (wanted < start || wanted >= end) continue;
+    found = inode_number != 0;
+    inode = static_cast<ino_t>(inode_number);
+    device = makedev(major_number, minor_number);
+    file_offset = offset + (wanted - start);
+  }
+  std::fclose(maps);
+  return found;
+}
+
+// An open descriptor of this process for that file, or -1.
+int descriptor_of(ino_t inode, dev_t device) {
+  DIR* directory = ::opendir("/proc/self/fd");
+  if (directory == nullptr) return -1;
+  int found = -1;
+  while (dirent* entry = ::readdir(directory)) {
+    int fd = std::atoi(entry->d_name);
+    struct stat status {};
+    if (entry->d_name[0] == '.' || fd == ::dirfd(directory) || ::fstat(fd, &status) != 0) continue;
+    if (status.st_ino == inode && status.st_dev == device && S_ISREG(status.st_mode)) {
+      found = fd;
+      break;
+    }
+  }
+  ::closedir(directory);
+  return found;
+}
+
+Backing find_backing(const void* address) {
+  ino_t inode = 0;
+  dev_t device = 0;
+  Backing backing;
+  if (mapped_file(address, inode, device, backing.file_offset)) backing.fd = descriptor_of(inode, device);
+  return backing;
+}
+
+}  // namespace
+
+Expected<Registration> ShmRegistrar::register_range(void* address, std::size_t length, Access) {
+  Registration registration;
+  registration.address = address;
+  registration.length = length;
+  Backing backing = find_backing(address);
+  if (backing.fd >= 0 && backing.file_offset % kPageBytes == 0)
+    registration.remote_key = (static_cast<std::uint64_t>(backing.fd) << 32) | (backing.file_offset / kPageBytes);
+  return registration;
+}
+
+Expected<std::unique_ptr<Transport>> ShmTransport::open() {
+  std::unique_ptr<ShmTransport> transport(new ShmTransport());
+  if (auto created = transport->create_mailbox(kRingCount); !created) return tl::unexpected(created.error());
+  Limits& limits = transport->limits_;
+  limits.max_message_bytes = kEntryPayloadBytes;
+  limits.max_rma_bytes = 0;  // no limit
+  limits.inject_bytes = kEntryPayloadBytes;
+  limits.send_queue_depth = kRingEntries;
+  limits.receive_queue_depth = kRingEntries;
+  log::info("transport", "opened shm-own: mailbox of {} rings x {} entries of {} B (fd {})", kRingCount,
+            kRingEntries, kEntryPayloadBytes, transport->mailbox_fd_);
+  return std::unique_ptr<Transport>(std::move(transport));
+}
+
+Expected<void> ShmTransport::create_mailbox(std::uint32_t ring_count) {
+  mailbox_bytes_ = mailbox_bytes(ring_count);
+  mailbox_fd_ = ::memfd_create("tether-mailbox", MFD_CLOEXEC);
+  if (mailbox_fd_ < 0 || ::ftruncate(mailbox_fd_, static_cast<off_t>(mailbox_bytes_)) != 0)
+    return make_error(Errc::unsupported, fmt::format("memfd for the shared-memory mailbox: {}", std::strerror(errno)),
+                      "run on Linux >= 3.17, or set TETHER_SHM=ofi to use libfabric's shm", errno);
+  void* mapped = ::mmap(nullptr, mailbox_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, mailbox_fd_, 0);
+  if (mapped == MAP_FAILED)
+    return make_error(Errc::out_of_memory, fmt::format("mmap of the {}-byte mailbox: {}", mailbox_bytes_, std::strerror(errno)),
+                      "raise the address-space limit (ulimit -v)", errno);
+  mailbox_ = new (mapped) MailboxHeader{kMailboxMagic, kMailboxVersion, ring_count, static_cast<std::uint32_t>(::getpid()), {}};
+  ring_peers_.assign(ring_count, kUnknownPeer);
+  ring_broken_.assign(ring_count, 0);
+  WireAddress wire{kMailboxMagic, static_cast<std::uint32_t>(::getpid()), mailbox_fd_, ring_count};
+  address_.resize(sizeof wire);
+  std::memcpy(address_.data(), &wire, sizeof wire);
+  return {};
+}
+
+ShmTransport::~ShmTransport() {
+  detach_pool();
+  for (ShmPeer& peer : peers_) {
+    if (peer.mailbox != nullptr) ::munmap(peer.mailbox, mailbox_bytes(peer.mailbox->ring_count));
+    for (auto& [fd, mapping] : peer.files) ::munmap(mapping.base, mapping.bytes);
+  }
+  if (mailbox_ != nullptr) ::munmap(mailbox_, mailbox_bytes_);
+  if (mailbox_fd_ >= 0) ::close(mailbox_fd_);
+}
+
+Expected<PeerIndex> ShmTransport::insert_peer(std::span<const std::byte> address) {
+  WireAddress wire{};
+  if (address.size() != sizeof wire)
+    return make_error(Errc::invalid_argument, fmt::format("a {}-byte shm-own address (expected {})", address.size(), sizeof wire),
+                      "every rank of a job must use the same transport (TETHER_SHM)");
+  std::memcpy(&wire, address.data(), sizeof wire);
+  if (wire.magic != kMailboxMagic || wire.pid == 0 || wire.mailbox_fd < 0)
+    return make_error(Errc::invalid_argument, "a malformed shm-own address", "run the same tether on every rank");
+  ShmPeer peer;
+  peer.pid = wire.pid;
+  peer.mailbox_fd = wire.mailbox_fd;
+  peers_.push_back(std::move(peer));
+  std::fill(ring_peers_.begin(), ring_peers_.end(), kUnknownPeer);  // resolve again with the new peer
+  return static_cast<PeerIndex>(peers_.size() - 1);
+}
+
+}  // namespace tether::transport::shm

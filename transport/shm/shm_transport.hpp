@@ -1,0 +1,111 @@
+// tether's own on-node transport. Every process owns a mailbox (memfd) of rings; a local
+// peer maps it through /proc/<pid>/fd/<fd> and pushes messages and write notifications
+// into its own ring. Registered memory is described by the memfd behind it (the pool's
+// arenas), so an RMA write is the sender's memcpy into its mapping of the target's arena
+// and lands without the target's help. Memory with no memfd behind it (user buffers)
+// moves with one process_vm_writev/readv (CMA).
+#pragma once
+
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "transport/shm/mailbox.hpp"
+#include "transport/transport.hpp"
+
+namespace tether::transport::shm {
+
+// Describes ranges by the memfd behind them: key = fd << 32 | file page of the start,
+// or 0 for memory with no shareable file (moved by CMA). Pins nothing. Thread-safe.
+class ShmRegistrar final : public Registrar {
+ public:
+  [[nodiscard]] std::string_view name() const noexcept override { return "shm"; }
+  [[nodiscard]] Expected<Registration> register_range(void* address, std::size_t length, Access access) override;
+  void deregister(const Registration&) noexcept override {}
+};
+
+// A peer's file mapped here, by its fd number in the peer.
+struct PeerMapping {
+  std::byte* base = nullptr;
+  std::size_t bytes = 0;
+};
+
+struct ShmPeer {
+  std::uint32_t pid = 0;
+  std::int32_t mailbox_fd = -1;
+  MailboxHeader* mailbox = nullptr;  // mapped on first send
+  RingWriter writer;
+  std::map<std::int32_t, PeerMapping> files;
+};
+
+class ShmTransport final : public Transport {
+ public:
+  static Expected<std::unique_ptr<Transport>> open();
+  ~ShmTransport() override;
+
+  [[nodiscard]] std::string_view name() const noexcept override { return "shm-own"; }
+  [[nodiscard]] const Limits& limits() const noexcept override { return limits_; }
+  [[nodiscard]] Registrar& registrar() noexcept override { return registrar_; }
+  [[nodiscard]] std::span<const std::byte> address() const noexcept override { return address_; }
+  [[nodiscard]] Expected<PeerIndex> insert_peer(std::span<const std::byte> address) override;
+
+  [[nodiscard]] Status post_receive(void* buffer, std::size_t length, void* descriptor,
+                                    std::uint64_t context) noexcept override;
+  [[nodiscard]] Status send(PeerIndex peer, const void* buffer, std::size_t length, void* descriptor,
+                            std::uint64_t context) noexcept override;
+  [[nodiscard]] Status write(PeerIndex peer, const void* buffer, std::size_t length, void* descriptor,
+                             const RemoteBuffer& target, std::size_t target_offset,
+                             std::uint64_t context) noexcept override;
+  [[nodiscard]] Status write_with_notification(PeerIndex peer, const void* buffer, std::size_t length,
+                                               void* descriptor, const RemoteBuffer& target,
+                                               std::size_t target_offset, std::uint64_t notification,
+                                               std::uint64_t context) noexcept override;
+  [[nodiscard]] Status read(PeerIndex peer, void* buffer, std::size_t length, void* descriptor,
+                            const RemoteBuffer& source, std::size_t source_offset,
+                            std::uint64_t context) noexcept override;
+  [[nodiscard]] std::size_t poll(std::span<Completion> out) noexcept override;
+
+ private:
+  ShmTransport() = default;
+  Expected<void> create_mailbox(std::uint32_t ring_count);
+
+  // Posting (shm_post.cpp).
+  bool check_peer(PeerIndex peer) noexcept;
+  Status attach(ShmPeer& peer) noexcept;
+  RingEntry* reserve(ShmPeer& peer, Status& status) noexcept;
+  Status copy_to_peer(ShmPeer& peer, const void* buffer, std::size_t length, const RemoteBuffer& target,
+                      std::size_t target_offset) noexcept;
+  Status copy_from_peer(ShmPeer& peer, void* buffer, std::size_t length, const RemoteBuffer& source,
+                        std::size_t source_offset) noexcept;
+  std::byte* peer_bytes(ShmPeer& peer, const RemoteBuffer& remote, std::size_t offset, std::size_t length) noexcept;
+  void complete_locally(CompletionKind kind, PeerIndex peer, std::uint64_t context, const void* buffer,
+                        std::size_t length);
+
+  // Polling (shm_poll.cpp).
+  bool take_entry(Ring& ring, std::uint32_t index, Completion& completion) noexcept;
+  bool ring_corrupt(Ring& ring, std::uint32_t index, std::uint64_t tail) noexcept;
+  PeerIndex peer_of_ring(std::uint32_t index) noexcept;
+
+  struct PostedReceive {
+    void* buffer;
+    std::size_t length;
+    std::uint64_t context;
+  };
+
+  ShmRegistrar registrar_;
+  Limits limits_;
+  std::vector<std::byte> address_;
+  int mailbox_fd_ = -1;
+  MailboxHeader* mailbox_ = nullptr;
+  std::size_t mailbox_bytes_ = 0;
+  std::vector<ShmPeer> peers_;
+  std::deque<PostedReceive> receives_;
+  std::deque<Completion> local_completions_;
+  std::vector<PeerIndex> ring_peers_;      // by ring index, resolved from owner pids
+  std::vector<std::uint8_t> ring_broken_;  // a ring whose indices made no sense: ignored
+  std::uint32_t next_ring_ = 0;            // where the next poll starts (fairness)
+};
+
+}  // namespace tether::transport::shm
