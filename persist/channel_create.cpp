@@ -2,6 +2,7 @@
 // and where the peer writes (the receiver's slots, the sender's credit word) and receives
 // the peer's; both check the shapes agree.
 #include <algorithm>
+#include <cstring>
 #include <thread>
 
 #include <fmt/format.h>
@@ -111,6 +112,12 @@ Expected<void> ChannelRegistry::provide_memory(ChannelState& channel, std::span<
   if (credit == nullptr) return tl::unexpected(pinned_last_error());
   *credit = 0;
   channel.credit_word = credit;
+  if (channel.role == Role::receive) {
+    std::size_t flag_bytes = channel.shape.slots * kFlagStride;
+    channel.flags = static_cast<std::byte*>(pinned_alloc(flag_bytes, kFlagStride));
+    if (channel.flags == nullptr) return tl::unexpected(pinned_last_error());
+    std::memset(channel.flags, 0, flag_bytes);
+  }
   if (!user_memory.empty()) return register_user_memory(channel, user_memory);
   channel.memory_bytes = shape.slot_bytes * shape.slots;
   channel.memory = static_cast<std::byte*>(pinned_alloc(channel.memory_bytes, 64));
@@ -172,6 +179,11 @@ Expected<void> ChannelRegistry::describe_landing(ChannelState& channel) {
     hello.landing = {reinterpret_cast<std::uint64_t>(target), 0, 0, bytes};
     return {};
   }
+  if (channel.role == Role::receive) {
+    auto flags = engine_.transport().describe_pool_buffer(channel.flags, channel.shape.slots * kFlagStride);
+    if (!flags) return tl::unexpected(flags.error());
+    hello.flags = *flags;
+  }
   PoolLocation location;
   if (!pool_find(target, location)) {  // user memory: its one registration with the transport
     hello.landing = transport::Transport::describe(channel.registration, target, bytes);
@@ -219,8 +231,26 @@ Status ChannelRegistry::finish_handshake(ChannelState& channel) noexcept {
   if (!accepted) return fail_channel(channel, accepted.error().code, accepted.error().cause, accepted.error().remedy);
   channel.peer_channel_id = channel.hello_in.channel_id;
   channel.peer_landing = channel.hello_in.landing;
+  if (!channel.self) map_direct(channel);
   channel.phase = Phase::ready;
   return Status::done;
+}
+
+// Where the transport maps the peer's pool memory, writes and credits become stores.
+void ChannelRegistry::map_direct(ChannelState& channel) noexcept {
+  transport::Transport& transport = engine_.transport();
+  const ChannelShape& shape = channel.shape;
+  if (channel.role == Role::receive) {
+    channel.direct_credit = reinterpret_cast<std::uint64_t*>(
+        transport.map_remote(channel.transport_peer, channel.peer_landing, sizeof(std::uint64_t)));
+    return;
+  }
+  if (shape.partitions != 1) return;
+  std::byte* slots = transport.map_remote(channel.transport_peer, channel.peer_landing, shape.slot_bytes * shape.slots);
+  std::byte* flags = transport.map_remote(channel.transport_peer, channel.hello_in.flags, shape.slots * kFlagStride);
+  if (slots == nullptr || flags == nullptr) return;
+  channel.direct_slots = slots;
+  channel.direct_flags = flags;
 }
 
 Expected<void> ChannelRegistry::accept_hello(ChannelState& channel) const {
@@ -283,6 +313,8 @@ void ChannelRegistry::release_registration(ChannelState& channel) noexcept {
 void ChannelRegistry::release_memory(ChannelState& channel) noexcept {
   if (channel.memory_from_pool && channel.memory != nullptr) pinned_free(channel.memory);
   if (channel.credit_word != nullptr) pinned_free(channel.credit_word);
+  if (channel.flags != nullptr) pinned_free(channel.flags);
+  channel.flags = nullptr;
   channel.memory = nullptr;
   channel.credit_word = nullptr;
   release_registration(channel);

@@ -1,6 +1,7 @@
 // The receive side: notifications are checked before they are believed, messages are
 // handed out in send order, and released slots go back to the sender as credits.
 #include <algorithm>
+#include <atomic>
 
 #include <fmt/format.h>
 
@@ -50,6 +51,7 @@ void ChannelRegistry::take_credit(ChannelState& channel, std::uint32_t credits) 
   channel.send.credited += credits;
 }
 
+// The fast path looks at the next slot first and progresses only when nothing is there.
 Status ChannelRegistry::test_received(ChannelState& channel, std::span<const std::byte>& message) noexcept {
   // Messages may land before this side saw the peer's hello; they are handed out after
   // it, when credits know where to go.
@@ -57,7 +59,13 @@ Status ChannelRegistry::test_received(ChannelState& channel, std::span<const std
     Status connected = test_connected(channel);
     if (connected != Status::done) return connected;
   }
+  Status status = take_landed(channel, message);
+  if (status != Status::posted) return status;
   engine_.progress();
+  return take_landed(channel, message);
+}
+
+Status ChannelRegistry::take_landed(ChannelState& channel, std::span<const std::byte>& message) noexcept {
   std::lock_guard lock(engine_.progress_mutex());
   ReceiveProgress& receive = channel.receive;
   if (channel.phase == Phase::failed) return failed(channel);
@@ -66,10 +74,27 @@ Status ChannelRegistry::test_received(ChannelState& channel, std::span<const std
                   fmt::format("all {} slots hold messages not released", channel.shape.slots),
                   "release() a message before asking for the next");
   auto slot = static_cast<std::uint32_t>(receive.delivered % channel.shape.slots);
+  if (receive.complete[slot] == 0) check_flag(channel, slot);
   if (receive.complete[slot] == 0) return Status::posted;
   message = {channel.buffer_at(slot), receive.landed_bytes[slot]};
   ++receive.delivered;
   return Status::done;
+}
+
+// A direct write shows as the flag of the slot carrying the next sequence number.
+void ChannelRegistry::check_flag(ChannelState& channel, std::uint32_t slot) noexcept {
+  if (channel.shape.partitions != 1) return;
+  std::uint64_t flag = std::atomic_ref(*flag_at(channel.flags, slot)).load(std::memory_order_acquire);
+  if ((flag >> 32) != ((channel.receive.delivered + 1) & 0xffffffffU)) return;
+  auto length = static_cast<std::uint32_t>(flag);
+  if (length > channel.shape.slot_bytes) {
+    (void)fail_channel(channel, Errc::invalid_argument,
+                       fmt::format("slot {} flag claims {} bytes in a {}-byte slot", slot, length, channel.shape.slot_bytes),
+                       "the peer's memory or tether build is broken; recreate the channel");
+    return;
+  }
+  channel.receive.landed_bytes[slot] = length;
+  channel.receive.complete[slot] = 1;
 }
 
 bool ChannelRegistry::arrived(ChannelState& channel, std::uint32_t partition) noexcept {
@@ -95,7 +120,7 @@ Status ChannelRegistry::release(ChannelState& channel) noexcept {
   ++receive.unreported;
   if (channel.phase == Phase::failed) return Status::done;
   std::uint32_t batch = credit_batch_ > 0 ? credit_batch_ : std::max<std::uint32_t>(1, channel.shape.slots / 4);
-  if (channel.self || receive.unreported >= std::min(batch, channel.shape.slots)) return_credits(channel);
+  if (channel.self || channel.direct_credit != nullptr || receive.unreported >= std::min(batch, channel.shape.slots)) return_credits(channel);
   else owe_credits(channel);
   return Status::done;
 }
@@ -104,6 +129,11 @@ void ChannelRegistry::return_credits(ChannelState& channel) noexcept {
   ReceiveProgress& receive = channel.receive;
   if (receive.unreported == 0) return;
   auto credits = static_cast<std::uint32_t>(receive.unreported);
+  if (channel.direct_credit != nullptr) {
+    std::atomic_ref(*channel.direct_credit).store(receive.released, std::memory_order_release);
+    receive.unreported = 0;
+    return;
+  }
   if (channel.self) {
     if (ChannelState* sender = find(channel.peer_channel_id)) take_credit(*sender, credits);
     receive.unreported = 0;

@@ -57,6 +57,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   Expected<void> post_handshake(ChannelState& channel);
   Status finish_handshake(ChannelState& channel) noexcept;
   Expected<void> accept_hello(ChannelState& channel) const;
+  void map_direct(ChannelState& channel) noexcept;
   void release_memory(ChannelState& channel) noexcept;
 
   // channel_send.cpp
@@ -69,9 +70,14 @@ class ChannelRegistry final : public messaging::ChannelEvents {
                       std::uint32_t value) noexcept;
   Status connected_or_retry(ChannelState& channel) noexcept;
   bool wait_for_writes(ChannelState& channel, std::chrono::nanoseconds timeout) noexcept;
+  Status store_direct(ChannelState& channel, std::size_t bytes) noexcept;
+  Status sent_state(ChannelState& channel) noexcept;
+  [[nodiscard]] std::uint64_t credits_of(const ChannelState& channel) const noexcept;
 
   // channel_receive.cpp
   void land(ChannelState& channel, const Notification& notification) noexcept;
+  void check_flag(ChannelState& channel, std::uint32_t slot) noexcept;
+  Status take_landed(ChannelState& channel, std::span<const std::byte>& message) noexcept;
   bool valid_landing(const ChannelState& channel, const Notification& notification) noexcept;
   void take_credit(ChannelState& channel, std::uint32_t credits) noexcept;
   void return_credits(ChannelState& channel) noexcept;

@@ -1,5 +1,6 @@
 // The send side: start() is one RDMA write into the receiver's next slot, when a credit
 // and the local buffer allow; partitioned messages go out one ready() at a time.
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -49,7 +50,7 @@ Status ChannelRegistry::start_locked(ChannelState& channel, std::size_t bytes) n
     return refuse(channel, Errc::invalid_argument,
                   fmt::format("the previous message still has {} partitions not ready", send.partitions_left),
                   "call ready() for every partition before the next start()");
-  if (send.started - send.credited >= shape.slots) return Status::retry;  // every slot is the receiver's
+  if (send.started - credits_of(channel) >= shape.slots) return Status::retry;  // every slot is the receiver's
   if (send.buffer_writes[send.started % channel.buffer_count()] > 0) return Status::retry;
   if (shape.partitions > 1) {
     send.partitions_left = shape.partitions;
@@ -57,9 +58,27 @@ Status ChannelRegistry::start_locked(ChannelState& channel, std::size_t bytes) n
     ++send.started;
     return Status::posted;
   }
+  if (channel.direct_slots != nullptr) return store_direct(channel, bytes);
   Status status = post_data_write(channel, send.started, 0, bytes, static_cast<std::uint32_t>(bytes));
   if (status == Status::posted || status == Status::done) ++send.started;
   return status;
+}
+
+std::uint64_t ChannelRegistry::credits_of(const ChannelState& channel) const noexcept {
+  return channel.send.credited + std::atomic_ref(*channel.credit_word).load(std::memory_order_acquire);
+}
+
+// The direct path: the message is in the receiver's slot when this returns.
+Status ChannelRegistry::store_direct(ChannelState& channel, std::size_t bytes) noexcept {
+  SendProgress& send = channel.send;
+  auto slot = static_cast<std::uint32_t>(send.started % channel.shape.slots);
+  auto buffer = static_cast<std::uint32_t>(send.started % channel.buffer_count());
+  if (bytes > 0) std::memcpy(channel.direct_slots + slot * channel.shape.slot_bytes, channel.buffer_at(buffer), bytes);
+  std::uint64_t flag = ((send.started + 1) & 0xffffffffU) << 32 | bytes;
+  std::atomic_ref(*flag_at(channel.direct_flags, slot)).store(flag, std::memory_order_release);
+  ++send.started;
+  ++stats_.data_writes;
+  return Status::done;
 }
 
 Status ChannelRegistry::ready(ChannelState& channel, std::uint32_t partition) noexcept {
@@ -126,8 +145,15 @@ Status ChannelRegistry::copy_to_self(ChannelState& channel, std::uint64_t sequen
   return Status::done;
 }
 
+// Progresses only when something is still on its way.
 Status ChannelRegistry::test_sent(ChannelState& channel) noexcept {
+  Status status = sent_state(channel);
+  if (status != Status::posted) return status;
   engine_.progress();
+  return sent_state(channel);
+}
+
+Status ChannelRegistry::sent_state(ChannelState& channel) noexcept {
   std::lock_guard lock(engine_.progress_mutex());
   if (channel.phase == Phase::failed) return failed(channel);
   if (channel.send.partitions_left > 0)

@@ -31,8 +31,18 @@ struct ChannelHello {
   std::uint32_t partitions = 0;
   std::uint32_t reserved = 0;
   transport::RemoteBuffer landing{};  // receive side: its slots; send side: its credit word
+  transport::RemoteBuffer flags{};    // receive side: one flag line per slot (direct writes)
 };
-static_assert(sizeof(ChannelHello) == 64);
+static_assert(sizeof(ChannelHello) == 96);
+
+// Direct path (a transport that maps the peer's pool memory, shm-own): the sender copies
+// into the slot, then stores (sequence + 1) << 32 | length into the slot's flag line; the
+// receiver sees it without any completion. Credits: the receiver stores its cumulative
+// released count into the sender's credit word.
+inline constexpr std::size_t kFlagStride = 64;
+[[nodiscard]] inline std::uint64_t* flag_at(std::byte* flags, std::uint32_t slot) noexcept {
+  return reinterpret_cast<std::uint64_t*>(flags + static_cast<std::size_t>(slot) * kFlagStride);
+}
 
 // Notification of a channel write: bit 63 set | target channel id (19 bits) | slot (12
 // bits) | value (32 bits). Slot kCreditSlot: `value` credits for a send channel;
@@ -113,6 +123,10 @@ struct ChannelState {
   bool registered_whole = false;         // registered outside the cache (it had split the range)
   void* descriptor = nullptr;            // local descriptor of user memory (FI_MR_LOCAL)
   std::uint64_t* credit_word = nullptr;  // pool: send side's credit landing / receive side's write source
+  std::byte* flags = nullptr;            // receive side: its flag lines (pool)
+  std::byte* direct_slots = nullptr;     // send side: the receiver's slots, mapped here
+  std::byte* direct_flags = nullptr;     // send side: the receiver's flag lines, mapped here
+  std::uint64_t* direct_credit = nullptr;  // receive side: the sender's credit word, mapped here
 
   SendProgress send;
   ReceiveProgress receive;

@@ -108,6 +108,10 @@ class Transport {
   [[nodiscard]] virtual Status read(PeerIndex peer, void* buffer, std::size_t length, void* descriptor,
                                     const RemoteBuffer& source, std::size_t source_offset,
                                     std::uint64_t context) noexcept = 0;
+  // Where `length` bytes of the peer's `remote` buffer appear in this process, for
+  // backends that map peers' memory (shm-own, pool memory only); nullptr otherwise.
+  // Stores there land without any operation or completion; the caller orders them.
+  [[nodiscard]] virtual std::byte* map_remote(PeerIndex, const RemoteBuffer&, std::size_t) noexcept { return nullptr; }
   // Fills `out` with finished operations; returns how many. Drives progress.
   [[nodiscard]] virtual std::size_t poll(std::span<Completion> out) noexcept = 0;
 

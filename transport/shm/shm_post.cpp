@@ -136,6 +136,12 @@ std::byte* ShmTransport::peer_bytes(ShmPeer& peer, const RemoteBuffer& remote, s
   return found->second.base + file_offset;
 }
 
+std::byte* ShmTransport::map_remote(PeerIndex peer, const RemoteBuffer& remote, std::size_t length) noexcept {
+  if (peer >= peers_.size() || remote.key == 0) return nullptr;
+  if (remote.length != 0 && length > remote.length) return nullptr;
+  return peer_bytes(peers_[peer], remote, 0, length);
+}
+
 Status ShmTransport::copy_to_peer(ShmPeer& peer, const void* buffer, std::size_t length, const RemoteBuffer& target,
                                   std::size_t target_offset) noexcept {
   if (target.length != 0 && (target_offset > target.length || length > target.length - target_offset))

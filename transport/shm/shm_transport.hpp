@@ -65,6 +65,7 @@ class ShmTransport final : public Transport {
   [[nodiscard]] Status read(PeerIndex peer, void* buffer, std::size_t length, void* descriptor,
                             const RemoteBuffer& source, std::size_t source_offset,
                             std::uint64_t context) noexcept override;
+  [[nodiscard]] std::byte* map_remote(PeerIndex peer, const RemoteBuffer& remote, std::size_t length) noexcept override;
   [[nodiscard]] std::size_t poll(std::span<Completion> out) noexcept override;
 
  private:
