@@ -1,6 +1,7 @@
 // tether-persist-check SCENARIO [COUNT]: run by every rank of a job (tether-run or
 // mpirun). Each scenario asserts on the bytes that landed, on counters and on error
 // codes; exit 0 = pass.
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -426,6 +427,64 @@ void close_in_flight(Runtime& runtime) {
   }
 }
 
+// Every other rank streams to rank 0 at once (many writers into one receiver's memory);
+// rank 0 takes from its channels in turn and checks every message.
+void fan_in(Runtime& runtime) {
+  std::uint64_t count = count_or(20000);
+  ChannelShape shape{.peer = 0, .tag = 27, .slot_bytes = 512, .slots = 8};
+  if (runtime.rank() != 0) {
+    SendChannel out = make_send(runtime, shape);
+    CHECK(out.wait_connected().has_value(), "connect");
+    send_stream(out, static_cast<int>(runtime.rank()), count);
+    return;
+  }
+  std::vector<ReceiveChannel> ins;
+  for (int peer = 1; peer < runtime.size(); ++peer) {
+    shape.peer = peer;
+    ins.push_back(make_receive(runtime, shape));
+  }
+  std::vector<ReceiveChannel*> list;
+  for (auto& in : ins) list.push_back(&in);
+  auto connected = tether::wait_connected({}, list);
+  CHECK(connected.has_value(), "{}", connected ? "" : connected.error().message());
+  std::vector<std::uint64_t> next(ins.size(), 0);
+  std::uint64_t bad = 0, done = 0;
+  while (done < ins.size() * count) {
+    for (std::size_t i = 0; i < ins.size(); ++i) {
+      Bytes message;
+      if (next[i] == count || ins[i].test(message) != Status::done) continue;
+      std::uint64_t sequence = next[i]++;
+      std::size_t bytes = sequence % 7 == 0 ? shape.slot_bytes : (sequence * 37) % (shape.slot_bytes + 1);
+      bad += message.size() == bytes && matches(message, i + 1, sequence) ? 0 : 1;
+      CHECK(ins[i].release() == Status::done, "{}", ins[i].last_error().message());
+      ++done;
+    }
+  }
+  CHECK(bad == 0, "{} of {} messages differ", bad, done);
+  fmt::print("rank 0: {} messages from {} writers checked\n", done, ins.size());
+}
+
+// Rank 1 is killed (SIGKILL) after connecting, with rank 0's mapping of it live.
+void killed(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 29, .slot_bytes = 4096, .slots = 2};
+  ReceiveChannel in = make_receive(runtime, shape);
+  SendChannel out = make_send(runtime, shape);
+  connect(out, in);
+  fill(out.buffer(), static_cast<std::uint64_t>(runtime.rank()), 0);
+  CHECK(start_when_possible(out, shape.slot_bytes) != Status::error, "{}", out.last_error().message());
+  if (runtime.rank() == 1) ::kill(::getpid(), SIGKILL);
+  Bytes message;
+  CHECK(in.wait(message) == Status::done && matches(message, 1, 0), "the message before the kill");
+  CHECK(in.release() == Status::done, "release");
+  Status status = in.wait(message);
+  CHECK(status == Status::error && in.last_error().code == tether::Errc::peer_unreachable, "status {} {}",
+        static_cast<int>(status), in.last_error().message());
+  fmt::print("rank 0 saw its channel fail: {}\n", in.last_error().message());
+  std::fflush(nullptr);
+  ::_exit(g_failures == 0 ? 0 : 1);
+}
+
 // Rank 1 dies after connecting; rank 0's channel fails with peer_unreachable.
 void peer_death(Runtime& runtime) {
   if (runtime.rank() > 1) return;
@@ -453,7 +512,8 @@ int main(int argc, char** argv) {
       {"integrity", integrity}, {"duplex", duplex}, {"large", large},       {"slow-receiver", slow_receiver},
       {"partitioned", partitioned}, {"many", many},   {"no-overhead", no_overhead},
       {"user-buffers", user_buffers}, {"self", self}, {"mismatch", mismatch},
-      {"bad-input", bad_input}, {"close-in-flight", close_in_flight}, {"peer-death", peer_death}};
+      {"bad-input", bad_input}, {"close-in-flight", close_in_flight}, {"fan-in", fan_in},
+      {"killed", killed}, {"peer-death", peer_death}};
   auto found = argc >= 2 ? scenarios.find(argv[1]) : scenarios.end();
   if (found == scenarios.end()) {
     std::string names;
