@@ -1,0 +1,74 @@
+// shm-own only: a ring whose indices were corrupted in shared memory is reported and
+// ignored, never followed, and the receiver keeps working.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "tests/transport/transport_support.hpp"
+#include "transport/shm/mailbox.hpp"
+
+namespace tether::testing {
+namespace {
+
+using transport::shm::MailboxHeader;
+using transport::shm::mailbox_bytes;
+using transport::shm::ring_at;
+
+// Maps the mailbox an shm-own address names (pid at byte 4, fd at byte 8).
+MailboxHeader* map_mailbox(std::span<const std::byte> address) {
+  std::uint32_t pid = 0;
+  std::int32_t fd = -1;
+  std::memcpy(&pid, address.data() + 4, sizeof pid);
+  std::memcpy(&fd, address.data() + 8, sizeof fd);
+  int local = ::open(fmt::format("/proc/{}/fd/{}", pid, fd).c_str(), O_RDWR);
+  if (local < 0) return nullptr;
+  MailboxHeader header{};
+  if (::pread(local, &header, sizeof(std::uint32_t) * 4, 0) <= 0) return nullptr;
+  void* mapped = ::mmap(nullptr, mailbox_bytes(header.ring_count), PROT_READ | PROT_WRITE, MAP_SHARED, local, 0);
+  ::close(local);
+  return mapped == MAP_FAILED ? nullptr : static_cast<MailboxHeader*>(mapped);
+}
+
+TEST(ShmOwnTest, CorruptedRingIndexIsReportedAndNeverFollowed) {
+  auto victim = [&](const ControlChannel& control) {
+    ConnectedEndpoint endpoint("shm-own", control);
+    ASSERT_TRUE(endpoint.ok());
+    char buffers[4][64] = {};
+    for (int i = 0; i < 4; ++i) ASSERT_EQ(endpoint->post_receive(buffers[i], 64, nullptr, i), Status::posted);
+    control.send_bytes(endpoint->address());
+    Completion first = endpoint.wait(CompletionKind::receive);
+    ASSERT_EQ(first.kind, CompletionKind::receive);
+    EXPECT_STREQ(buffers[first.context], "before");
+    control.send_value(1);                 // now the vandal corrupts its ring
+    (void)endpoint.receive_value(control); // done
+    Completion after = endpoint.wait(CompletionKind::receive, 300ms);
+    EXPECT_EQ(after.error, Errc::timeout) << "an entry of the corrupted ring was followed";
+    control.send_value(2);
+  };
+  auto vandal = [&](const ControlChannel& control) {
+    ConnectedEndpoint endpoint("shm-own", control);
+    ASSERT_TRUE(endpoint.ok());
+    auto address = endpoint.receive_bytes(control);
+    ASSERT_NE(endpoint.post([&] { return endpoint->send(endpoint.peer(), "before", 7, nullptr, 0); }), Status::error);
+    (void)endpoint.receive_value(control);
+    MailboxHeader* mailbox = map_mailbox(address);
+    ASSERT_NE(mailbox, nullptr);
+    for (std::uint32_t i = 0; i < mailbox->ring_count; ++i) {
+      auto* ring = ring_at(mailbox, i);
+      if (ring->owner_pid.load() == static_cast<std::uint32_t>(::getpid())) ring->tail.store(ring->head.load() + 100000);
+    }
+    control.send_value(1);
+    (void)endpoint.receive_value(control);
+  };
+  auto outcome = run_pair(victim, vandal, std::chrono::seconds(60));
+  EXPECT_FALSE(outcome.timed_out);
+  EXPECT_EQ(outcome.status[0], 0);
+  EXPECT_EQ(outcome.status[1], 0);
+}
+
+}  // namespace
+}  // namespace tether::testing
