@@ -43,7 +43,7 @@ bool ShmTransport::take_entry(Ring& ring, std::uint32_t index, Completion& compl
     PostedReceive receive = receives_.front();
     receives_.pop_front();
     std::size_t length = std::min<std::size_t>(entry.length, receive.length);
-    std::memcpy(receive.buffer, entry.payload, length);
+    if (length > 0) std::memcpy(receive.buffer, entry.payload, length);
     completion.kind = CompletionKind::receive;
     completion.context = receive.context;
     completion.buffer = receive.buffer;

@@ -110,7 +110,7 @@ Status ShmTransport::send(PeerIndex peer, const void* buffer, std::size_t length
   if (entry == nullptr) return status;
   entry->kind = EntryKind::message;
   entry->length = static_cast<std::uint32_t>(length);
-  std::memcpy(entry->payload, buffer, length);
+  if (length > 0) std::memcpy(entry->payload, buffer, length);
   peers_[peer].writer.publish();
   return Status::done;  // the bytes are in the peer's ring: the buffer may be reused
 }
