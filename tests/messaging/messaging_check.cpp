@@ -16,6 +16,7 @@
 #include "runtime/bootstrap/bootstrap.hpp"
 #include "tether/pool.hpp"
 #include "tether/runtime.hpp"
+#include "tests/support/rank_check.hpp"
 
 namespace {
 
@@ -23,17 +24,6 @@ using tether::MessageInfo;
 using tether::Request;
 using tether::Runtime;
 using tether::Status;
-
-int g_failures = 0;
-
-#define CHECK(condition, ...)                                                        \
-  do {                                                                               \
-    if (!(condition)) {                                                              \
-      ++g_failures;                                                                  \
-      fmt::print(stderr, "rank check failed at line {}: {} ({})\n", __LINE__, #condition, \
-                 fmt::format(__VA_ARGS__));                                          \
-    }                                                                                \
-  } while (0)
 
 std::uint64_t fill(std::byte* data, std::size_t bytes, std::uint64_t seed) {
   std::uint64_t sum = 0;
@@ -241,6 +231,6 @@ int main(int argc, char** argv) {
   }
   found->second(**runtime);
   if (scenario != "peer-death") (void)(*runtime)->barrier();
-  if (g_failures == 0) fmt::print("rank {}: {} passed\n", (*runtime)->rank(), scenario);
-  return g_failures == 0 ? 0 : 1;
+  if (tether::testing::rank_checks_passed()) fmt::print("rank {}: {} passed\n", (*runtime)->rank(), scenario);
+  return tether::testing::rank_checks_passed() ? 0 : 1;
 }

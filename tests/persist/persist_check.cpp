@@ -21,6 +21,7 @@
 #include "tether/persist.hpp"
 #include "tether/pool.hpp"
 #include "tether/runtime.hpp"
+#include "tests/support/rank_check.hpp"
 
 namespace {
 
@@ -31,17 +32,8 @@ using tether::SendChannel;
 using tether::Status;
 using Bytes = std::span<const std::byte>;
 
-int g_failures = 0;
 std::uint64_t g_count = 0;  // messages per scenario, from argv (0: the scenario's default)
 
-#define CHECK(condition, ...)                                                                       \
-  do {                                                                                              \
-    if (!(condition)) {                                                                             \
-      ++g_failures;                                                                                 \
-      fmt::print(stderr, "rank check failed at line {}: {} ({})\n", __LINE__, #condition,          \
-                 fmt::format(__VA_ARGS__));                                                         \
-    }                                                                                               \
-  } while (0)
 
 std::uint64_t count_or(std::uint64_t fallback) { return g_count > 0 ? g_count : fallback; }
 
@@ -483,7 +475,7 @@ void killed(Runtime& runtime) {
         static_cast<int>(status), in.last_error().message());
   fmt::print("rank 0 saw its channel fail: {}\n", in.last_error().message());
   std::fflush(nullptr);
-  ::_exit(g_failures == 0 ? 0 : 1);
+  ::_exit(tether::testing::rank_checks_passed() ? 0 : 1);
 }
 
 // Rank 1 dies after connecting; rank 0's channel fails with peer_unreachable.
@@ -503,7 +495,7 @@ void peer_death(Runtime& runtime) {
         static_cast<int>(status), in.last_error().message());
   fmt::print("rank 0 saw its channel fail: {}\n", in.last_error().message());
   std::fflush(nullptr);
-  ::_exit(g_failures == 0 ? 0 : 1);  // the job is failing anyway; skip the barrier
+  ::_exit(tether::testing::rank_checks_passed() ? 0 : 1);  // the job is failing anyway; skip the barrier
 }
 
 }  // namespace
@@ -530,6 +522,6 @@ int main(int argc, char** argv) {
   }
   found->second(**runtime);
   (void)(*runtime)->barrier();
-  if (g_failures == 0) fmt::print("rank {}: {} passed\n", (*runtime)->rank(), found->first);
-  return g_failures == 0 ? 0 : 1;
+  if (tether::testing::rank_checks_passed()) fmt::print("rank {}: {} passed\n", (*runtime)->rank(), found->first);
+  return tether::testing::rank_checks_passed() ? 0 : 1;
 }

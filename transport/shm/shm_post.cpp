@@ -142,54 +142,37 @@ std::byte* ShmTransport::map_remote(PeerIndex peer, const RemoteBuffer& remote, 
   return peer_bytes(peers_[peer], remote, 0, length);
 }
 
-Status ShmTransport::copy_to_peer(ShmPeer& peer, const void* buffer, std::size_t length, const RemoteBuffer& target,
-                                  std::size_t target_offset) noexcept {
-  if (target.length != 0 && (target_offset > target.length || length > target.length - target_offset))
-    return fail(Errc::invalid_argument, fmt::format("RMA of {} bytes at offset {} runs past the {}-byte remote buffer",
-                                                    length, target_offset, target.length),
+// Moves `length` bytes between `local` and the peer's `remote` buffer at `offset`: a
+// memcpy through the mapped memfd, or one CMA call for memory with no memfd.
+Status ShmTransport::copy_with_peer(ShmPeer& peer, void* local, std::size_t length, const RemoteBuffer& remote,
+                                    std::size_t offset, Direction direction) noexcept {
+  if (remote.length != 0 && (offset > remote.length || length > remote.length - offset))
+    return fail(Errc::invalid_argument,
+                fmt::format("RMA of {} bytes at offset {} runs past the {}-byte remote buffer", length, offset, remote.length),
                 "keep RMA inside the RemoteBuffer the peer described");
   if (length == 0) return Status::done;
-  if (target.key != 0) {
-    std::byte* destination = peer_bytes(peer, target, target_offset, length);
-    if (destination == nullptr) return Status::error;
-    std::memcpy(destination, buffer, length);
+  bool to_peer = direction == Direction::to_peer;
+  if (remote.key != 0) {
+    std::byte* mapped = peer_bytes(peer, remote, offset, length);
+    if (mapped == nullptr) return Status::error;
+    std::memcpy(to_peer ? static_cast<void*>(mapped) : local, to_peer ? local : static_cast<void*>(mapped), length);
     return Status::done;
   }
-  iovec local{const_cast<void*>(buffer), length};
-  iovec remote{reinterpret_cast<void*>(target.address + target_offset), length};
-  ssize_t moved = ::process_vm_writev(static_cast<pid_t>(peer.pid), &local, 1, &remote, 1, 0);
+  iovec here{local, length};
+  iovec there{reinterpret_cast<void*>(remote.address + offset), length};
+  auto pid = static_cast<pid_t>(peer.pid);
+  ssize_t moved = to_peer ? ::process_vm_writev(pid, &here, 1, &there, 1, 0) : ::process_vm_readv(pid, &here, 1, &there, 1, 0);
   if (moved == static_cast<ssize_t>(length)) return Status::done;
-  return fail(Errc::transport, fmt::format("process_vm_writev of {} bytes to process {}: {}", length, peer.pid,
-                                           moved < 0 ? std::strerror(errno) : "partial"),
-              "allow ptrace between the ranks (kernel.yama.ptrace_scope=0) or send from pool memory", errno);
-}
-
-Status ShmTransport::copy_from_peer(ShmPeer& peer, void* buffer, std::size_t length, const RemoteBuffer& source,
-                                    std::size_t source_offset) noexcept {
-  if (source.length != 0 && (source_offset > source.length || length > source.length - source_offset))
-    return fail(Errc::invalid_argument, fmt::format("RMA of {} bytes at offset {} runs past the {}-byte remote buffer",
-                                                    length, source_offset, source.length),
-                "keep RMA inside the RemoteBuffer the peer described");
-  if (length == 0) return Status::done;
-  if (source.key != 0) {
-    std::byte* origin = peer_bytes(peer, source, source_offset, length);
-    if (origin == nullptr) return Status::error;
-    std::memcpy(buffer, origin, length);
-    return Status::done;
-  }
-  iovec local{buffer, length};
-  iovec remote{reinterpret_cast<void*>(source.address + source_offset), length};
-  ssize_t moved = ::process_vm_readv(static_cast<pid_t>(peer.pid), &local, 1, &remote, 1, 0);
-  if (moved == static_cast<ssize_t>(length)) return Status::done;
-  return fail(Errc::transport, fmt::format("process_vm_readv of {} bytes from process {}: {}", length, peer.pid,
-                                           moved < 0 ? std::strerror(errno) : "partial"),
+  return fail(Errc::transport,
+              fmt::format("{} of {} bytes with process {}: {}", to_peer ? "process_vm_writev" : "process_vm_readv", length,
+                          peer.pid, moved < 0 ? std::strerror(errno) : "partial"),
               "allow ptrace between the ranks (kernel.yama.ptrace_scope=0) or use pool memory", errno);
 }
 
 Status ShmTransport::write(PeerIndex peer, const void* buffer, std::size_t length, void*, const RemoteBuffer& target,
                            std::size_t target_offset, std::uint64_t context) noexcept {
   if (!check_peer(peer)) return Status::error;
-  Status status = copy_to_peer(peers_[peer], buffer, length, target, target_offset);
+  Status status = copy_with_peer(peers_[peer], const_cast<void*>(buffer), length, target, target_offset, Direction::to_peer);
   if (status != Status::done) return status;
   complete_locally(CompletionKind::write_done, peer, context, buffer, length);
   return Status::posted;
@@ -204,7 +187,7 @@ Status ShmTransport::write_with_notification(PeerIndex peer, const void* buffer,
   Status status = Status::done;
   RingEntry* entry = reserve(peers_[peer], status);
   if (entry == nullptr) return status;
-  status = copy_to_peer(peers_[peer], buffer, length, target, target_offset);
+  status = copy_with_peer(peers_[peer], const_cast<void*>(buffer), length, target, target_offset, Direction::to_peer);
   if (status != Status::done) return status;
   entry->kind = EntryKind::remote_write;
   entry->length = static_cast<std::uint32_t>(length);
@@ -217,7 +200,7 @@ Status ShmTransport::write_with_notification(PeerIndex peer, const void* buffer,
 Status ShmTransport::read(PeerIndex peer, void* buffer, std::size_t length, void*, const RemoteBuffer& source,
                           std::size_t source_offset, std::uint64_t context) noexcept {
   if (!check_peer(peer)) return Status::error;
-  Status status = copy_from_peer(peers_[peer], buffer, length, source, source_offset);
+  Status status = copy_with_peer(peers_[peer], buffer, length, source, source_offset, Direction::from_peer);
   if (status != Status::done) return status;
   complete_locally(CompletionKind::read_done, peer, context, buffer, length);
   return Status::posted;

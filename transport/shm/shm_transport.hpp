@@ -76,10 +76,9 @@ class ShmTransport final : public Transport {
   bool check_peer(PeerIndex peer) noexcept;
   Status attach(ShmPeer& peer) noexcept;
   RingEntry* reserve(ShmPeer& peer, Status& status) noexcept;
-  Status copy_to_peer(ShmPeer& peer, const void* buffer, std::size_t length, const RemoteBuffer& target,
-                      std::size_t target_offset) noexcept;
-  Status copy_from_peer(ShmPeer& peer, void* buffer, std::size_t length, const RemoteBuffer& source,
-                        std::size_t source_offset) noexcept;
+  enum class Direction : std::uint8_t { to_peer, from_peer };
+  Status copy_with_peer(ShmPeer& peer, void* local, std::size_t length, const RemoteBuffer& remote, std::size_t offset,
+                        Direction direction) noexcept;
   std::byte* peer_bytes(ShmPeer& peer, const RemoteBuffer& remote, std::size_t offset, std::size_t length) noexcept;
   void complete_locally(CompletionKind kind, PeerIndex peer, std::uint64_t context, const void* buffer,
                         std::size_t length);
