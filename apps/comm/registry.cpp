@@ -11,13 +11,6 @@
 namespace tether::apps {
 namespace {
 
-Expected<std::unique_ptr<CommBackend>> start_persist_not_built(int&, char**&) {
-  return make_error(Errc::unsupported,
-                    "--comm persist is not built yet: it runs on tether's persistent channels "
-                    "(persist/), which this build does not contain",
-                    "run with --comm sendrecv (tether-run) or --comm mpi under mpirun until persist lands");
-}
-
 #ifndef TETHER_APPS_HAVE_MPI
 Expected<std::unique_ptr<CommBackend>> start_mpi_not_built(int&, char**&) {
   return make_error(Errc::unsupported, "the MPI modes were not built: CMake found no MPI",
@@ -42,8 +35,8 @@ constexpr auto kStartMpiPersistent = &start_mpi_not_built;
 
 // Table order is preference order for the default.
 constexpr CommMode kModes[] = {
-    {"persist", "tether persistent channels, one per face and direction (default once built)", false,
-     &start_persist_not_built},
+    {"persist", "tether persistent channels, one per face and direction, connected once", true,
+     &start_tether_persist_backend},
     {"sendrecv", "tether non-blocking send/receive, re-posted every iteration", true,
      &start_tether_sendrecv_backend},
     {"mpi", "MPI_Irecv/MPI_Isend posted every iteration, MPI_Waitall", kHaveMpi, kStartMpi},

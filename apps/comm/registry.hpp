@@ -20,10 +20,10 @@ struct CommMode {
 };
 
 [[nodiscard]] std::span<const CommMode> comm_modes();
-// The first built mode in table order (persist once it exists, else mpi).
+// The first built mode in table order (persist).
 [[nodiscard]] std::string_view default_comm_mode();
 [[nodiscard]] Expected<const CommMode*> find_comm_mode(std::string_view name);
-// "  persist      ... (not built yet)" lines for --help.
+// One "  name  summary" line per mode for --help; "(not built yet)" marks modes left out.
 [[nodiscard]] std::string describe_comm_modes();
 
 }  // namespace tether::apps

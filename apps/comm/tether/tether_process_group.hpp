@@ -34,6 +34,14 @@ class TetherProcessGroup : public CommBackend {
   std::unique_ptr<Runtime> runtime_;
 };
 
+// Starts tether's runtime (PMIx bootstrap: tether-run, mpirun, srun) under `Backend`.
+template <class Backend>
+Expected<std::unique_ptr<CommBackend>> start_tether_process_group() {
+  auto runtime = Runtime::start();
+  if (!runtime) return tl::unexpected(runtime.error());
+  return std::make_unique<Backend>(std::move(*runtime));
+}
+
 // Pinned buffers for a pattern: one vector per message, owned by the exchange.
 struct PinnedMessageBuffers {
   explicit PinnedMessageBuffers(const HaloPattern& pattern);

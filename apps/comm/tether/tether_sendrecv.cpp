@@ -56,9 +56,7 @@ class TetherSendRecvBackend final : public TetherProcessGroup {
 }  // namespace
 
 Expected<std::unique_ptr<CommBackend>> start_tether_sendrecv_backend(int&, char**&) {
-  auto runtime = Runtime::start();
-  if (!runtime) return tl::unexpected(runtime.error());
-  return std::make_unique<TetherSendRecvBackend>(std::move(*runtime));
+  return start_tether_process_group<TetherSendRecvBackend>();
 }
 
 }  // namespace tether::apps
