@@ -1,5 +1,6 @@
 // Operations over many channels: the handshakes in any order, start_all and wait_all.
 #include <thread>
+#include <vector>
 
 #include "tether/persist.hpp"
 
@@ -24,14 +25,22 @@ Expected<void> wait_connected(std::span<SendChannel*> sends, std::span<ReceiveCh
   }
 }
 
+// Channels without credit are passed over and tried again on the next round, so one
+// slow receiver does not hold back the messages to every other peer.
 Status start_all(std::span<SendChannel*> channels, std::span<const std::size_t> bytes) noexcept {
-  for (std::size_t i = 0; i < channels.size(); ++i) {
-    for (unsigned polls = 1;; ++polls) {
+  thread_local std::vector<std::uint8_t> started;
+  started.assign(channels.size(), 0);
+  std::size_t left = channels.size();
+  for (unsigned rounds = 1; left > 0; ++rounds) {
+    for (std::size_t i = 0; i < channels.size(); ++i) {
+      if (started[i] != 0) continue;
       Status status = channels[i]->start(bytes[i]);
       if (status == Status::error) return status;
-      if (status != Status::retry) break;
-      if (polls % 64 == 0) std::this_thread::yield();
+      if (status == Status::retry) continue;
+      started[i] = 1;
+      --left;
     }
+    if (left > 0 && rounds % 64 == 0) std::this_thread::yield();
   }
   return Status::posted;
 }
