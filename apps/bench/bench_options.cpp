@@ -26,41 +26,6 @@ std::vector<std::size_t> default_sizes() {
   return sizes;
 }
 
-// "64", "8K", "1M": a byte count with an optional binary suffix.
-std::optional<std::size_t> parse_size(std::string_view text) {
-  if (text.empty()) return std::nullopt;
-  std::size_t value = 0;
-  std::size_t i = 0;
-  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) value = value * 10 + static_cast<std::size_t>(text[i] - '0');
-  if (i == 0) return std::nullopt;
-  std::string_view suffix = text.substr(i);
-  if (suffix.empty()) return value;
-  if (suffix == "K" || suffix == "k") return value << 10;
-  if (suffix == "M" || suffix == "m") return value << 20;
-  return std::nullopt;
-}
-
-std::optional<std::vector<std::size_t>> parse_size_list(std::string_view text) {
-  std::vector<std::size_t> sizes;
-  while (!text.empty()) {
-    std::size_t comma = text.find(',');
-    auto size = parse_size(text.substr(0, comma));
-    if (!size) return std::nullopt;
-    sizes.push_back(*size);
-    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
-  }
-  if (sizes.empty()) return std::nullopt;
-  return sizes;
-}
-
-std::optional<long> parse_count(std::string_view text, long minimum) {
-  std::string copy(text);
-  char* end = nullptr;
-  long value = std::strtol(copy.c_str(), &end, 10);
-  if (copy.empty() || *end != '\0' || value < minimum) return std::nullopt;
-  return value;
-}
-
 void print_usage(std::string_view program, Test test) {
   fmt::print("usage: {} [--sizes LIST] [--iterations N] [--warmup N]{} [--csv] [--user-buffers]\n", program,
              test == Test::bandwidth ? " [--window N]" : "");
@@ -106,6 +71,41 @@ Options defaults_for(Test test) {
 }
 
 }  // namespace
+
+// "64", "8K", "1M": a byte count with an optional binary suffix.
+std::optional<std::size_t> parse_size(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  std::size_t value = 0;
+  std::size_t i = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) value = value * 10 + static_cast<std::size_t>(text[i] - '0');
+  if (i == 0) return std::nullopt;
+  std::string_view suffix = text.substr(i);
+  if (suffix.empty()) return value;
+  if (suffix == "K" || suffix == "k") return value << 10;
+  if (suffix == "M" || suffix == "m") return value << 20;
+  return std::nullopt;
+}
+
+std::optional<std::vector<std::size_t>> parse_size_list(std::string_view text) {
+  std::vector<std::size_t> sizes;
+  while (!text.empty()) {
+    std::size_t comma = text.find(',');
+    auto size = parse_size(text.substr(0, comma));
+    if (!size) return std::nullopt;
+    sizes.push_back(*size);
+    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+  }
+  if (sizes.empty()) return std::nullopt;
+  return sizes;
+}
+
+std::optional<long> parse_count(std::string_view text, long minimum) {
+  std::string copy(text);
+  char* end = nullptr;
+  long value = std::strtol(copy.c_str(), &end, 10);
+  if (copy.empty() || *end != '\0' || value < minimum) return std::nullopt;
+  return value;
+}
 
 std::optional<Options> parse_options(int argc, char** argv, Test test, int& exit_code) {
   Options options = defaults_for(test);

@@ -26,6 +26,12 @@ struct Options {
 // (`exit_code` says with what).
 std::optional<Options> parse_options(int argc, char** argv, Test test, int& exit_code);
 
+// "64", "8K", "1M": a byte count with an optional binary suffix; "8,1K,1M": a list of them.
+[[nodiscard]] std::optional<std::size_t> parse_size(std::string_view text);
+[[nodiscard]] std::optional<std::vector<std::size_t>> parse_size_list(std::string_view text);
+// A whole number of at least `minimum`.
+[[nodiscard]] std::optional<long> parse_count(std::string_view text, long minimum);
+
 [[nodiscard]] long iterations_for(const Options& options, std::size_t bytes);
 [[nodiscard]] long warmup_for(const Options& options, std::size_t bytes);
 [[nodiscard]] std::size_t largest_size(const Options& options);

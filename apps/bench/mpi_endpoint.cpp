@@ -13,6 +13,13 @@
 #include "apps/bench/bench_loops.hpp"
 
 namespace tether::bench {
+
+std::string describe_mpi_failure(int code, const char* call) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  return fmt::format("{} failed: {}", call, std::string(text, static_cast<std::size_t>(length)));
+}
 namespace {
 
 constexpr int kBenchTag = 1;
@@ -52,10 +59,7 @@ class MpiEndpoint {
   static int count_of(std::size_t bytes) { return static_cast<int>(bytes); }
   bool check(int code, const char* call) {
     if (code == MPI_SUCCESS) return true;
-    char text[MPI_MAX_ERROR_STRING];
-    int length = 0;
-    MPI_Error_string(code, text, &length);
-    error_ = fmt::format("{} failed: {}", call, std::string(text, static_cast<std::size_t>(length)));
+    error_ = describe_mpi_failure(code, call);
     return false;
   }
 

@@ -88,20 +88,28 @@ void TetherEndpoint::release(void* buffer) {
   else pinned_free(buffer);
 }
 
+std::unique_ptr<Runtime> start_two_rank_runtime(const char* program, int& exit_code) {
+  auto runtime = Runtime::start();
+  if (!runtime) {
+    fmt::print(stderr, "{}: {}\n", program, runtime.error().message());
+    exit_code = 1;
+    return nullptr;
+  }
+  if ((*runtime)->size() < 2) {
+    fmt::print(stderr, "{}: needs 2 ranks, got {}: launch with tether-run -n 2 {}\n", program, (*runtime)->size(), program);
+    exit_code = 2;
+    return nullptr;
+  }
+  return std::move(*runtime);
+}
+
 int tether_app_main(int argc, char** argv, Test test) {
   int exit_code = 0;
   auto options = parse_options(argc, argv, test, exit_code);
   if (!options) return exit_code;
-  auto runtime = Runtime::start();
-  if (!runtime) {
-    fmt::print(stderr, "{}: {}\n", argv[0], runtime.error().message());
-    return 1;
-  }
-  if ((*runtime)->size() < 2) {
-    fmt::print(stderr, "{}: needs 2 ranks, got {}: launch with tether-run -n 2 {}\n", argv[0], (*runtime)->size(), argv[0]);
-    return 2;
-  }
-  TetherEndpoint endpoint(**runtime, options->user_buffers);
+  auto runtime = start_two_rank_runtime(argv[0], exit_code);
+  if (!runtime) return exit_code;
+  TetherEndpoint endpoint(*runtime, options->user_buffers);
   return run_benchmark(endpoint, *options, "tether", argv[0]);
 }
 

@@ -36,6 +36,9 @@ class TetherEndpoint {
   std::string error_;
 };
 
+// Starts the runtime of a two-rank benchmark, or says why not (exit code in `exit_code`).
+std::unique_ptr<Runtime> start_two_rank_runtime(const char* program, int& exit_code);
+
 // Starts the runtime and runs the latency or bandwidth test; returns the exit code.
 int tether_app_main(int argc, char** argv, Test test);
 
