@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cerrno>
 
+#include <cstdio>
+
 #include <fmt/format.h>
 
 #include "launch/rank_process.hpp"
@@ -22,7 +24,8 @@ namespace {
 constexpr auto kKillAfterTerm = std::chrono::milliseconds(2000);
 constexpr auto kKillAfterInterrupt = std::chrono::milliseconds(5000);
 
-void say(std::string_view text) { fmt::print(stderr, "tether-run: {}\n", text); }
+// fputs, not fmt::print: a closed stderr (a reader that quit) must not abort the launcher.
+void say(std::string_view text) { std::fputs(fmt::format("tether-run: {}\n", text).c_str(), stderr); }
 
 std::string signal_name(int signal_number) {
   const char* abbrev = sigabbrev_np(signal_number);

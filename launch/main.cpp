@@ -32,12 +32,12 @@ int open_signal_fd() {
 int run_job(const tether::launch::LaunchOptions& options, int signal_fd) {
   auto directory = tether::launch::PrivateTempDir::create();
   if (!directory) {
-    fmt::print(stderr, "tether-run: {}\n", directory.error().message());
+    std::fputs(fmt::format("tether-run: {}\n", directory.error().message()).c_str(), stderr);
     return kLauncherFailed;
   }
   auto server = tether::launch::PmixServer::start(directory->path(), options.ranks);
   if (!server) {
-    fmt::print(stderr, "tether-run: {}\n", server.error().message());
+    std::fputs(fmt::format("tether-run: {}\n", server.error().message()).c_str(), stderr);
     return kLauncherFailed;
   }
   tether::launch::Job job(options, **server, signal_fd);
@@ -49,16 +49,16 @@ int run_job(const tether::launch::LaunchOptions& options, int signal_fd) {
 int main(int argc, char** argv) {
   auto options = tether::launch::parse_command_line(argc, argv);
   if (!options) {
-    fmt::print(stderr, "tether-run: {}\n{}", options.error().message(), tether::launch::usage_text());
+    std::fputs(fmt::format("tether-run: {}\n{}", options.error().message(), tether::launch::usage_text()).c_str(), stderr);
     return kLauncherFailed;
   }
   if (options->show_help) {
-    fmt::print("{}", tether::launch::usage_text());
+    std::fputs(tether::launch::usage_text().c_str(), stdout);
     return 0;
   }
   int signal_fd = open_signal_fd();
   if (signal_fd < 0) {
-    fmt::print(stderr, "tether-run: signalfd failed: {} (raise the open-file limit)\n", std::strerror(errno));
+    std::fputs(fmt::format("tether-run: signalfd failed: {} (raise the open-file limit)\n", std::strerror(errno)).c_str(), stderr);
     return kLauncherFailed;
   }
   int status = run_job(*options, signal_fd);
