@@ -163,9 +163,12 @@ TEST(RcacheReuse, MremapMovingARange) {
   ASSERT_TRUE(old_address != nullptr && target != nullptr);
   std::uint64_t sum = fill(old_address, 8 * kPage, 8);
   { ASSERT_TRUE(cache->acquire(old_address, 8 * kPage)); }
+  // One entry, or two when the 8 pages straddle a TETHER_RCACHE_CHUNK boundary.
+  std::uint64_t entries = cache->stats().entries_held;
+  ASSERT_GE(entries, 1u);
   void* moved = ::mremap(old_address, 8 * kPage, 16 * kPage, MREMAP_MAYMOVE | MREMAP_FIXED, target);
   ASSERT_EQ(moved, target);
-  EXPECT_EQ(cache->stats().invalidations, 1u);
+  EXPECT_EQ(cache->stats().invalidations, entries);
   auto handle = cache->acquire(moved, 8 * kPage);
   ASSERT_TRUE(handle);
   EXPECT_EQ(checksum_through(*handle, moved, 8 * kPage), sum);

@@ -78,10 +78,24 @@ inline std::unique_ptr<RegistrationCache> make_cache(Registrar& registrar, Rcach
   return created ? std::move(*created) : nullptr;
 }
 
+// Fresh pages; without `at`, placed at the start of a 2 MiB-aligned window, so a range
+// under 2 MiB never straddles a cache chunk boundary (tests count entries exactly).
 inline void* map_pages(std::size_t pages, void* at = nullptr) {
-  int flags = MAP_PRIVATE | MAP_ANONYMOUS | (at != nullptr ? MAP_FIXED_NOREPLACE : 0);
-  void* memory = ::mmap(at, pages * kPage, PROT_READ | PROT_WRITE, flags, -1, 0);
-  return memory == MAP_FAILED ? nullptr : memory;
+  constexpr std::size_t kWindow = std::size_t{2} << 20;
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS;
+  std::size_t bytes = pages * kPage;
+  if (at != nullptr) {
+    void* memory = ::mmap(at, bytes, PROT_READ | PROT_WRITE, flags | MAP_FIXED_NOREPLACE, -1, 0);
+    return memory == MAP_FAILED ? nullptr : memory;
+  }
+  void* reserved = ::mmap(nullptr, bytes + kWindow, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (reserved == MAP_FAILED) return nullptr;
+  auto start = reinterpret_cast<std::uintptr_t>(reserved);
+  auto aligned = (start + kWindow - 1) & ~(kWindow - 1);
+  if (aligned > start) ::munmap(reserved, aligned - start);
+  std::size_t tail = start + bytes + kWindow - (aligned + bytes);
+  if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + bytes), tail);
+  return reinterpret_cast<void*>(aligned);
 }
 
 inline std::uint64_t fill(void* buffer, std::size_t size, std::uint64_t seed) {
