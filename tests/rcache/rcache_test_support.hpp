@@ -79,7 +79,9 @@ inline std::unique_ptr<RegistrationCache> make_cache(Registrar& registrar, Rcach
 }
 
 // Fresh pages; without `at`, placed at the start of a 2 MiB-aligned window, so a range
-// under 2 MiB never straddles a cache chunk boundary (tests count entries exactly).
+// under 2 MiB never straddles a cache chunk boundary (tests count entries exactly). The
+// rest of the window stays reserved (untouched, so it costs no memory): once the test
+// unmaps its pages, no other mapping can grow over the hole before it maps them again.
 inline void* map_pages(std::size_t pages, void* at = nullptr) {
   constexpr std::size_t kWindow = std::size_t{2} << 20;
   int flags = MAP_PRIVATE | MAP_ANONYMOUS;
@@ -91,12 +93,16 @@ inline void* map_pages(std::size_t pages, void* at = nullptr) {
   void* reserved = ::mmap(nullptr, bytes + kWindow, PROT_READ | PROT_WRITE, flags, -1, 0);
   if (reserved == MAP_FAILED) return nullptr;
   auto start = reinterpret_cast<std::uintptr_t>(reserved);
-  auto aligned = (start + kWindow - 1) & ~(kWindow - 1);
-  if (aligned > start) ::munmap(reserved, aligned - start);
-  std::size_t tail = start + bytes + kWindow - (aligned + bytes);
-  if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + bytes), tail);
-  return reinterpret_cast<void*>(aligned);
+  return reinterpret_cast<void*>((start + kWindow - 1) & ~(kWindow - 1));
 }
+
+// Maps `pages` again at `address` after a test unmapped them; skips the test when another
+// mapping (a sanitizer's, a monitor thread's) took the address in between.
+#define REMAP_OR_SKIP(address, pages)                                                              \
+  do {                                                                                            \
+    if (::tether::testing::map_pages(pages, address) != (address))                               \
+      GTEST_SKIP() << "another mapping took " << (address) << " between unmap and map; rerun";   \
+  } while (0)
 
 inline std::uint64_t fill(void* buffer, std::size_t size, std::uint64_t seed) {
   auto* bytes = static_cast<unsigned char*>(buffer);
