@@ -52,12 +52,13 @@ mpi_app() {
     echo "# tether-mpi-$2 over $1 failed: $(tail -3 "$results/mpi-$1-$2.$3.err")"
 }
 
-# transport_latency TRANSPORT ROUND: the transport-level 8 B figure, if the bench prints one
+# transport_latency TRANSPORT PATH ROUND: the transport-level 8 B figure under the tether
+# path that runs on TRANSPORT, if the bench prints one
 transport_latency() {
   local bench="$build/transport/tether-bench-transport"
   [ -x "$bench" ] || return 0
   timeout 60 "$bench" --transport "$1" --sizes 8 --bw-sizes "" --iterations 20000 --csv 2>/dev/null |
-    awk -F, '/^latency_us/ { print "8," $3 }' >"$results/transport-${1#ofi:}.$2" || true
+    awk -F, '/^latency_us/ { print "8," $3 }' >"$results/transport-$2.$3" || true
 }
 
 # fi_pingpong_latency PATH ROUND: libfabric's own 8 B ping-pong (libfabric-bin), the
@@ -90,8 +91,8 @@ for round in $(seq 1 "$rounds"); do
       ((have_mpi)) && mpi_app "$path" "$app" "$round"
     done
   done
-  transport_latency ofi:shm "$round"
-  transport_latency ofi:tcp "$round"
+  transport_latency shm-own shm "$round"  # tether-run's on-node default
+  transport_latency ofi:tcp tcp "$round"
   fi_pingpong_latency shm "$round"
   fi_pingpong_latency tcp "$round"
 done
@@ -128,7 +129,7 @@ for path in shm tcp; do
 done
 echo
 echo "# 8 B one-way latency below tether's messaging layer, bar: tether / transport-level <= 1.2"
-echo "# transport-level: tether-bench-transport; libfabric: fi_pingpong on the same provider"
+echo "# transport-level: tether-bench-transport (shm-own on-node, tcp;ofi_rxm); libfabric: fi_pingpong (shm, tcp)"
 for path in shm tcp; do
   tether=$(best tether-$path-pingpong 8 min) transport_level=$(best transport-$path 8 min) libfabric=$(best fi-$path 8 min)
   printf '%-4s tether %s us | transport-level %s us, ratio %s | libfabric %s us, ratio %s\n' "$path" "$tether" \

@@ -12,6 +12,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
+#include <map>
+#include <mutex>
 #include <new>
 
 #include "runtime/base/log.hpp"
@@ -34,8 +37,10 @@ struct Backing {
   std::uint64_t file_offset = 0;
 };
 
-// The file behind `address` in /proc/self/maps (inode 0: anonymous memory).
-bool mapped_file(const void* address, ino_t& inode, dev_t& device, std::uint64_t& file_offset) {
+// The file behind `address` in /proc/self/maps (inode 0: anonymous memory); `start` and
+// `end` name the whole mapping.
+bool mapped_file(const void* address, ino_t& inode, dev_t& device, std::uint64_t& file_offset, std::uintptr_t& start_out,
+                 std::uintptr_t& end_out) {
   std::FILE* maps = std::fopen("/proc/self/maps", "r");
   if (maps == nullptr) return false;
   auto wanted = reinterpret_cast<std::uintptr_t>(address);
@@ -48,6 +53,8 @@ bool mapped_file(const void* address, ino_t& inode, dev_t& device, std::uint64_t
                     &inode_number) != 6)
       continue;
     if (wanted < start || wanted >= end) continue;
+    start_out = start;
+    end_out = end;
     found = inode_number != 0;
     inode = static_cast<ino_t>(inode_number);
     device = makedev(major_number, minor_number);
@@ -75,11 +82,38 @@ int descriptor_of(ino_t inode, dev_t device) {
   return found;
 }
 
+// Mappings found to have no file behind them: later ranges inside them skip the scan of
+// /proc/self/maps (a stale entry only means CMA, which works for any memory).
+class AnonymousRanges {
+ public:
+  bool contains(std::uintptr_t address) {
+    std::lock_guard lock(mutex_);
+    auto next = ranges_.upper_bound(address);
+    return next != ranges_.begin() && address < std::prev(next)->second;
+  }
+  void add(std::uintptr_t start, std::uintptr_t end) {
+    std::lock_guard lock(mutex_);
+    if (ranges_.size() >= kMostRanges) ranges_.clear();
+    ranges_[start] = end;
+  }
+
+ private:
+  static constexpr std::size_t kMostRanges = 4096;
+  std::mutex mutex_;
+  std::map<std::uintptr_t, std::uintptr_t> ranges_;
+};
+
+AnonymousRanges g_anonymous;
+
 Backing find_backing(const void* address) {
+  Backing backing;
+  auto wanted = reinterpret_cast<std::uintptr_t>(address);
+  if (g_anonymous.contains(wanted)) return backing;
   ino_t inode = 0;
   dev_t device = 0;
-  Backing backing;
-  if (mapped_file(address, inode, device, backing.file_offset)) backing.fd = descriptor_of(inode, device);
+  std::uintptr_t start = 0, end = 0;
+  if (mapped_file(address, inode, device, backing.file_offset, start, end)) backing.fd = descriptor_of(inode, device);
+  else if (end > start) g_anonymous.add(start, end);
   return backing;
 }
 
