@@ -130,14 +130,13 @@ void ChannelRegistry::on_notification(const transport::Completion& completion) n
 void ChannelRegistry::on_progress() noexcept {
   constexpr std::uint64_t kPassesBeforeFlush = 16;
   ++progress_passes_;
-  if (owing_credits_.empty()) return;
-  std::vector<ChannelState*> owing;
-  owing.swap(owing_credits_);
-  for (ChannelState* channel : owing) {
-    if (channel->closed || channel->phase == Phase::failed || channel->receive.unreported == 0) continue;
-    if (progress_passes_ - channel->receive.owed_since_pass < kPassesBeforeFlush) owing_credits_.push_back(channel);
-    else return_credits(*channel);
-  }
+  // In place: this runs on every progress pass and must not allocate.
+  std::erase_if(owing_credits_, [this](ChannelState* channel) {
+    if (channel->closed || channel->phase == Phase::failed || channel->receive.unreported == 0) return true;
+    if (progress_passes_ - channel->receive.owed_since_pass < kPassesBeforeFlush) return false;
+    return_credits(*channel);  // may owe again (back-pressure): then it is still unreported
+    return channel->receive.unreported == 0;
+  });
 }
 
 void ChannelRegistry::owe_credits(ChannelState& channel) noexcept {

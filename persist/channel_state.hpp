@@ -78,7 +78,6 @@ struct SendProgress {
   std::uint64_t credited = 0;          // messages whose slot the receiver gave back
   std::uint64_t writes_in_flight = 0;  // posted, not yet write_done
   std::vector<std::uint32_t> buffer_writes;  // writes in flight per local buffer
-  std::size_t current_bytes = 0;            // partitioned: the started message
   std::vector<std::uint8_t> partition_sent; // partitioned: of the started message
   std::uint32_t partitions_left = 0;
 };
