@@ -13,8 +13,6 @@
 namespace tether::persist {
 namespace {
 
-constexpr std::uintptr_t kPageBytes = 4096;
-
 const char* side(Role role) noexcept { return role == Role::send ? "sender" : "receiver"; }
 
 std::string shape_text(std::uint64_t slot_bytes, std::uint32_t slots, std::uint32_t partitions) {
@@ -148,7 +146,7 @@ Expected<void> ChannelRegistry::register_user_memory(ChannelState& channel, std:
     channel.registration = channel.user_registration.segment(0).registrations[0];
   } else {  // pieces of earlier entries: a peer needs one key, so register the range whole
     handle->release();
-    auto whole = register_whole(channel.memory, channel.memory_bytes);
+    auto whole = transport::register_pages(engine_.transport().registrar(), channel.memory, channel.memory_bytes);
     if (!whole) return tl::unexpected(whole.error());
     channel.registration = *whole;
     channel.registered_whole = true;
@@ -158,17 +156,12 @@ Expected<void> ChannelRegistry::register_user_memory(ChannelState& channel, std:
   return {};
 }
 
-Expected<Registration> ChannelRegistry::register_whole(std::byte* memory, std::size_t bytes) {
-  auto start = reinterpret_cast<std::uintptr_t>(memory) & ~(kPageBytes - 1);
-  auto end = (reinterpret_cast<std::uintptr_t>(memory) + bytes + kPageBytes - 1) & ~(kPageBytes - 1);
-  return engine_.transport().registrar().register_range(reinterpret_cast<void*>(start), end - start, Access::all);
-}
-
 // The RemoteBuffer the peer needs (under the progress lock).
 Expected<void> ChannelRegistry::describe_landing(ChannelState& channel) {
   void* target = channel.role == Role::receive ? static_cast<void*>(channel.memory) : channel.credit_word;
   std::size_t bytes = channel.role == Role::receive ? channel.memory_bytes : sizeof(std::uint64_t);
   ChannelHello& hello = channel.hello_out;
+  auto& transport = engine_.transport();
   hello.role = channel.role;
   hello.channel_id = channel.id;
   hello.tag = channel.shape.tag;
@@ -180,16 +173,16 @@ Expected<void> ChannelRegistry::describe_landing(ChannelState& channel) {
     return {};
   }
   if (channel.role == Role::receive) {
-    auto flags = engine_.transport().describe_pool_buffer(channel.flags, channel.shape.slots * kFlagStride);
+    auto flags = transport.describe_pool_buffer_for(channel.transport_peer, channel.flags, channel.shape.slots * kFlagStride);
     if (!flags) return tl::unexpected(flags.error());
     hello.flags = *flags;
   }
   PoolLocation location;
   if (!pool_find(target, location)) {  // user memory: its one registration with the transport
-    hello.landing = transport::Transport::describe(channel.registration, target, bytes);
+    hello.landing = transport.describe_for(channel.transport_peer, channel.registration, target, bytes);
     return {};
   }
-  auto described = engine_.transport().describe_pool_buffer(target, bytes);
+  auto described = transport.describe_pool_buffer_for(channel.transport_peer, target, bytes);
   if (!described) return tl::unexpected(described.error());
   hello.landing = *described;
   return {};

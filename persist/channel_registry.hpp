@@ -51,7 +51,6 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   void size_progress(ChannelState& channel);
   Expected<void> provide_memory(ChannelState& channel, std::span<std::byte> user_memory);
   Expected<void> register_user_memory(ChannelState& channel, std::span<std::byte> user_memory);
-  Expected<Registration> register_whole(std::byte* memory, std::size_t bytes);
   void release_registration(ChannelState& channel) noexcept;
   Expected<void> describe_landing(ChannelState& channel);
   Expected<void> post_handshake(ChannelState& channel);

@@ -2,6 +2,7 @@
 // what the caller left empty from TETHER_OFI_PROVIDER, TETHER_OFI_DOMAIN, TETHER_VERBS_DEVICE.
 #include "runtime/base/config.hpp"
 #include "runtime/base/log.hpp"
+#include "transport/hybrid/hybrid_transport.hpp"
 #include "transport/ofi/ofi_transport.hpp"
 #include "transport/shm/shm_transport.hpp"
 #include "transport/transport.hpp"
@@ -32,6 +33,15 @@ Expected<std::unique_ptr<Transport>> open_ofi(std::string_view provider_part, co
   return ofi::OfiTransport::open(provider, domain);
 }
 
+Expected<std::unique_ptr<Transport>> open_hybrid(const OpenOptions& options) {
+  std::string_view local_spec = config::Config::global().choice("TETHER_SHM_TRANSPORT") == "ofi" ? "ofi:shm" : "shm-own";
+  auto local = open_transport(local_spec);
+  if (!local) return local;
+  auto network = open_transport("ofi", options);
+  if (!network) return network;
+  return hybrid::HybridTransport::open(std::move(*local), std::move(*network), hybrid::node_identity());
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<Transport>> open_transport(std::string_view spec, const OpenOptions& options) {
@@ -40,6 +50,7 @@ Expected<std::unique_ptr<Transport>> open_transport(std::string_view spec, const
   std::string_view rest = colon == std::string_view::npos ? std::string_view() : spec.substr(colon + 1);
   if (backend == "ofi") return open_ofi(rest, options);
   if (backend == "shm-own") return shm::ShmTransport::open();
+  if (backend == "hybrid") return open_hybrid(options);
   if (backend == "verbs") {
     std::string device = !options.domain.empty() ? options.domain
                          : !rest.empty()         ? std::string(rest)
@@ -47,7 +58,7 @@ Expected<std::unique_ptr<Transport>> open_transport(std::string_view spec, const
     return verbs::VerbsTransport::open(device);
   }
   return make_error(Errc::invalid_argument, fmt::format("unknown transport '{}'", spec),
-                    "use shm-own, ofi, ofi:shm, ofi:tcp, ofi:<libfabric provider> or verbs");
+                    "use shm-own, hybrid, ofi, ofi:shm, ofi:tcp, ofi:<libfabric provider> or verbs");
 }
 
 std::string describe_ofi_choice() {

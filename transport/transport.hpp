@@ -1,6 +1,6 @@
 // The transport interface: one domain and one reliable-datagram endpoint per object.
-// Backends: transport/ofi (libfabric), transport/verbs (rdma-core). No backend type
-// appears here, so an on-node shared-memory backend fits the same shape.
+// Backends: transport/ofi (libfabric), transport/verbs (rdma-core), transport/shm
+// (shm-own), and transport/hybrid, which routes each peer to a local or network backend.
 //
 // Not thread-safe: one thread posts and polls at a time. The registrar() is the only
 // part that may be called from any thread (the pool grows from any thread).
@@ -79,6 +79,8 @@ class Transport {
 
   // "ofi:shm", "ofi:tcp;ofi_rxm", "verbs:mlx5_0".
   [[nodiscard]] virtual std::string_view name() const noexcept = 0;
+  // The backend that carries traffic to `peer` (differs from name() for hybrid).
+  [[nodiscard]] virtual std::string_view peer_transport_name(PeerIndex) const noexcept { return name(); }
   [[nodiscard]] virtual const Limits& limits() const noexcept = 0;
   // Registers memory with this domain (fi_mr_reg / ibv_reg_mr). Thread-safe.
   [[nodiscard]] virtual Registrar& registrar() noexcept = 0;
@@ -120,8 +122,8 @@ class Transport {
 
   // Registers every pool arena with this domain (now and as the pool grows), so pool
   // buffers need no descriptor. Undone by detach_pool() or destruction.
-  [[nodiscard]] Expected<void> attach_pool();
-  void detach_pool() noexcept;
+  [[nodiscard]] virtual Expected<void> attach_pool();
+  virtual void detach_pool() noexcept;
   [[nodiscard]] int pool_slot() const noexcept { return pool_slot_; }
 
   // How peers name [address, address + length) inside `registration`.
@@ -130,6 +132,17 @@ class Transport {
   // The same for a pool buffer, once attach_pool() succeeded.
   [[nodiscard]] Expected<RemoteBuffer> describe_pool_buffer(const void* address,
                                                             std::size_t length) const;
+  // What `peer` must be told: the same as describe / describe_pool_buffer except where
+  // peers reach us through different backends (hybrid). `registration` comes from
+  // this transport's registrar().
+  [[nodiscard]] virtual RemoteBuffer describe_for(PeerIndex, const Registration& registration, const void* address,
+                                                  std::size_t length) const noexcept {
+    return describe(registration, address, length);
+  }
+  [[nodiscard]] virtual Expected<RemoteBuffer> describe_pool_buffer_for(PeerIndex, const void* address,
+                                                                        std::size_t length) const {
+    return describe_pool_buffer(address, length);
+  }
 
  protected:
   Transport() = default;
@@ -142,12 +155,17 @@ class Transport {
 };
 
 // Opens a domain and endpoint. `spec`: "ofi" (provider from TETHER_OFI_PROVIDER),
-// "ofi:shm", "ofi:tcp" (tcp;ofi_rxm), "ofi:<libfabric provider>", "verbs".
+// "ofi:shm", "ofi:tcp" (tcp;ofi_rxm), "ofi:<libfabric provider>", "verbs", "shm-own",
+// "hybrid" (peers on this node over TETHER_SHM_TRANSPORT, others over "ofi").
 [[nodiscard]] Expected<std::unique_ptr<Transport>> open_transport(std::string_view spec,
                                                                   const OpenOptions& options = {});
 
 // What `open_transport("ofi")` would pick here and why, for tether-info -v.
 [[nodiscard]] std::string describe_ofi_choice();
+
+// Registers the whole pages that hold [address, address + bytes) (registrars take
+// page-aligned ranges).
+[[nodiscard]] Expected<Registration> register_pages(Registrar& registrar, const void* address, std::size_t bytes);
 
 // The round trip of a RemoteBuffer as bytes (fixed 32 bytes, little-endian host order).
 [[nodiscard]] std::vector<std::byte> to_bytes(const RemoteBuffer& buffer);

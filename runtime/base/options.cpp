@@ -79,6 +79,9 @@ constexpr Option kOptions[] = {
      "Use the shared-memory path for peers on this node (off: the network transport for all)"},
     {"TETHER_SHM_TRANSPORT", "own", Kind::choice,
      "The shared-memory path: own (tether's mailboxes and mapped arenas) or ofi (libfabric's shm)", "own|ofi"},
+    {"TETHER_NODE_NAME", "auto", Kind::text,
+     "This rank's node as the hybrid transport compares it (ranks with equal names use shared memory, "
+     "others the network); auto: host name, boot id and network and pid namespaces"},
 
     // Persistent channels (persist/)
     {"TETHER_CHANNEL_CONNECT_TIMEOUT", "2m", Kind::duration,

@@ -109,6 +109,7 @@ Expected<transport::PeerIndex> Engine::resolve(int peer_rank) {
   auto inserted = transport_->insert_peer(*address);
   if (!inserted) return inserted;
   peer.transport_peer = *inserted;
+  log::info("runtime", "rank {} reaches rank {} over {}", rank_, peer_rank, transport_->peer_transport_name(*inserted));
   return *inserted;
 }
 

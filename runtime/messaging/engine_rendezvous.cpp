@@ -9,8 +9,6 @@
 namespace tether::messaging {
 namespace {
 
-constexpr std::uintptr_t kPageBytes = 4096;
-
 std::uint64_t chunk_count(std::uint64_t bytes, std::uint64_t chunk) noexcept {
   return bytes == 0 ? 0 : (bytes + chunk - 1) / chunk;
 }
@@ -23,15 +21,14 @@ RendezvousProtocol Engine::choose_protocol() const noexcept {
 
 Expected<transport::RemoteBuffer> Engine::expose(RequestSlot* slot, void* buffer, std::size_t bytes) {
   if (bytes == 0) return transport::RemoteBuffer{};
-  auto pool_buffer = transport_->describe_pool_buffer(buffer, bytes);
+  transport::PeerIndex peer = peers_[static_cast<std::size_t>(slot->peer)].transport_peer;
+  auto pool_buffer = transport_->describe_pool_buffer_for(peer, buffer, bytes);
   if (pool_buffer) return pool_buffer;
-  auto start = reinterpret_cast<std::uintptr_t>(buffer) & ~(kPageBytes - 1);
-  auto end = (reinterpret_cast<std::uintptr_t>(buffer) + bytes + kPageBytes - 1) & ~(kPageBytes - 1);
-  auto registration = transport_->registrar().register_range(reinterpret_cast<void*>(start), end - start, Access::all);
+  auto registration = transport::register_pages(transport_->registrar(), buffer, bytes);
   if (!registration) return tl::unexpected(registration.error());
   slot->registration = *registration;
   slot->registered = true;
-  return transport::Transport::describe(*registration, buffer, bytes);
+  return transport_->describe_for(peer, *registration, buffer, bytes);
 }
 
 void Engine::unexpose(RequestSlot* slot) noexcept {

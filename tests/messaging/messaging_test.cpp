@@ -88,20 +88,26 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return name;
 }
 
-// "shm": tether's own shared-memory transport; "ofishm": libfabric's shm; "tcp": tcp;ofi_rxm.
+// "shm": tether's own shared-memory transport; "ofishm": libfabric's shm; "tcp": tcp;ofi_rxm;
+// "hybrid": ranks named as two per node (as-nodes.sh), shm-own within a node, tcp between.
 std::vector<std::string> environment_for(const Case& test_case) {
   return {"TETHER_SHM=" + std::string(test_case.transport == "tcp" ? "off" : "on"),
           "TETHER_SHM_TRANSPORT=" + std::string(test_case.transport == "ofishm" ? "ofi" : "own"),
           "TETHER_RNDV_PROTOCOL=" + test_case.protocol};
 }
 
+std::string fmt_route(int rank, int peer, const std::string& transport) {
+  return "rank " + std::to_string(rank) + " reaches rank " + std::to_string(peer) + " over " + transport;
+}
+
 class TetherRunMessaging : public ::testing::TestWithParam<Case> {};
 
 TEST_P(TetherRunMessaging, ScenarioPasses) {
   const Case& test_case = GetParam();
-  Outcome outcome = run({TETHER_RUN_PATH, "-n", std::to_string(test_case.ranks), "--timeout", "100s",
-                         MESSAGING_CHECK_PATH, test_case.scenario},
-                        environment_for(test_case), std::chrono::seconds(120));
+  std::vector<std::string> argv{TETHER_RUN_PATH, "-n", std::to_string(test_case.ranks), "--timeout", "100s"};
+  if (test_case.transport == "hybrid") argv.insert(argv.end(), {AS_NODES_PATH, "2"});
+  argv.insert(argv.end(), {MESSAGING_CHECK_PATH, test_case.scenario});
+  Outcome outcome = run(argv, environment_for(test_case), std::chrono::seconds(120));
   EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
   for (int rank = 0; rank < test_case.ranks; ++rank)
     EXPECT_NE(outcome.output.find("rank " + std::to_string(rank) + ": " + test_case.scenario + " passed"),
@@ -123,10 +129,27 @@ std::vector<Case> all_cases() {
     cases.push_back({"many", 3, transport, "put"});
     cases.push_back({"bad-input", 2, transport, "put"});
   }
+  for (std::string protocol : {"put", "get"}) cases.push_back({"sizes", 4, "hybrid", protocol});
+  cases.push_back({"sizes-pool", 3, "hybrid", "put"});
+  cases.push_back({"wildcards", 4, "hybrid", "put"});
   return cases;
 }
 
 INSTANTIATE_TEST_SUITE_P(Jobs, TetherRunMessaging, ::testing::ValuesIn(all_cases()), case_name);
+
+// Two "nodes" of two ranks: every rank names the route to each peer once, shm-own on
+// its own node and the network to the other.
+TEST(MessagingHybridTest, PeersOnTheSameNodeUseSharedMemoryAndTheOthersTheNetwork) {
+  Outcome outcome = run({TETHER_RUN_PATH, "-n", "4", "--timeout", "60s", AS_NODES_PATH, "2", MESSAGING_CHECK_PATH, "sizes"},
+                        {"TETHER_LOG_LEVEL=info"}, std::chrono::seconds(90));
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.output;
+  for (int rank = 0; rank < 4; ++rank) {
+    int partner = rank ^ 1;
+    EXPECT_NE(outcome.output.find(fmt_route(rank, partner, "shm-own")), std::string::npos) << outcome.output;
+    for (int other : {(rank + 2) % 4, (rank + 2) % 4 ^ 1})
+      EXPECT_NE(outcome.output.find(fmt_route(rank, other, "ofi:")), std::string::npos) << outcome.output;
+  }
+}
 
 TEST(MessagingFailureTest, DeadPeerFailsRequestsAndTheLauncherNamesIt) {
   Outcome outcome = run({TETHER_RUN_PATH, "-n", "3", "--timeout", "60s", MESSAGING_CHECK_PATH, "peer-death"}, {},

@@ -37,8 +37,9 @@ std::vector<std::string> check_command(const Case& test_case) {
   return argv;
 }
 
+// "hybrid": two ranks per node named by as-nodes.sh, so a job mixes shm-own and tcp.
 std::vector<std::string> transport_environment(const std::string& transport) {
-  if (transport == "shm") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=own"};
+  if (transport == "shm" || transport == "hybrid") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=own"};
   if (transport == "ofishm") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=ofi"};
   return {"TETHER_SHM=off", "TETHER_OFI_PROVIDER=tcp", "TETHER_OFI_DOMAIN=lo"};
 }
@@ -57,6 +58,7 @@ class PersistUnderTetherRun : public ::testing::TestWithParam<Case> {};
 TEST_P(PersistUnderTetherRun, ScenarioPasses) {
   const Case& test_case = GetParam();
   std::vector<std::string> argv{TETHER_RUN_PATH, "-n", std::to_string(test_case.ranks), "--timeout", "150s"};
+  if (test_case.transport == "hybrid") argv.insert(argv.end(), {AS_NODES_PATH, "2"});
   for (auto& arg : check_command(test_case)) argv.push_back(arg);
   expect_every_rank_passed(tether::testing::run(argv, transport_environment(test_case.transport), 170s), test_case);
 }
@@ -79,6 +81,8 @@ std::vector<Case> tether_run_cases() {
   }
   for (std::string scenario : {"integrity", "partitioned", "bad-input", "close-in-flight"})  // libfabric's shm
     cases.push_back({scenario, 2, "ofishm", scenario == "integrity" ? "100000" : ""});
+  cases.push_back({"many", 3, "hybrid", ""});
+  cases.push_back({"fan-in", 4, "hybrid", "2000"});
   return cases;
 }
 

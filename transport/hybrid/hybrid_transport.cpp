@@ -1,0 +1,174 @@
+// Hybrid's set-up half: opening, node identity, addresses, peers, registration, describe.
+#include "transport/hybrid/hybrid_transport.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+
+#include "runtime/base/config.hpp"
+#include "runtime/base/log.hpp"
+
+namespace tether::transport::hybrid {
+namespace {
+
+// Address: header, then the node identity, the local and the network address.
+// Append fields, never reorder.
+struct AddressHeader {
+  std::uint32_t magic;
+  std::uint16_t identity_bytes;
+  std::uint16_t local_bytes;
+  std::uint32_t network_bytes;
+};
+constexpr std::uint32_t kAddressMagic = 0x54485942;  // "THYB"
+
+std::string first_line(const char* path) {
+  std::ifstream file(path);
+  std::string line;
+  std::getline(file, line);
+  return line;
+}
+
+std::string namespace_inode(const char* path) {
+  struct stat status {};
+  return stat(path, &status) == 0 ? std::to_string(status.st_ino) : std::string("?");
+}
+
+Limits combined(const Limits& a, const Limits& b) {
+  return Limits{std::min(a.max_message_bytes, b.max_message_bytes), std::min(a.max_rma_bytes, b.max_rma_bytes),
+                std::min(a.inject_bytes, b.inject_bytes), std::min(a.send_queue_depth, b.send_queue_depth),
+                std::min(a.receive_queue_depth, b.receive_queue_depth)};
+}
+
+Expected<Registration> rollback(Registrar& registrar, Registration& done, Error error) {
+  registrar.deregister(done);
+  return tl::unexpected(std::move(error));
+}
+
+}  // namespace
+
+std::string node_identity() {
+  auto configured = config::Config::global().text("TETHER_NODE_NAME");
+  if (configured != "auto" && !configured.empty()) return std::string(configured);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return fmt::format("{}/{}/net:{}/pid:{}", host, first_line("/proc/sys/kernel/random/boot_id"),
+                     namespace_inode("/proc/self/ns/net"), namespace_inode("/proc/self/ns/pid"));
+}
+
+// --- registrar ---------------------------------------------------------------------------
+
+Expected<Registration> HybridRegistrar::register_range(void* address, std::size_t length, Access access) {
+  auto both = std::make_unique<HybridRegistration>();
+  for (std::size_t i = 0; i < kRouteCount; ++i) {
+    auto part = registrars_[i]->register_range(address, length, access);
+    if (!part) return i == 0 ? tl::unexpected(part.error()) : rollback(*registrars_[0], both->parts[0], part.error());
+    both->parts[i] = *part;
+  }
+  Registration registration{address, length, 0, both.get(), both.get()};
+  both.release();
+  return registration;
+}
+
+void HybridRegistrar::deregister(const Registration& registration) noexcept {
+  auto* both = static_cast<HybridRegistration*>(registration.handle);
+  if (both == nullptr) return;
+  for (std::size_t i = 0; i < kRouteCount; ++i) registrars_[i]->deregister(both->parts[i]);
+  delete both;
+}
+
+// --- transport ---------------------------------------------------------------------------
+
+HybridTransport::HybridTransport(std::unique_ptr<Transport> local, std::unique_ptr<Transport> network,
+                                 std::string node_identity)
+    : backends_{std::move(local), std::move(network)},
+      registrar_(backends_[0]->registrar(), backends_[1]->registrar()),
+      node_identity_(std::move(node_identity)),
+      name_(fmt::format("hybrid({}+{})", backends_[0]->name(), backends_[1]->name())),
+      limits_(combined(backends_[0]->limits(), backends_[1]->limits())) {}
+
+HybridTransport::~HybridTransport() = default;
+
+Expected<std::unique_ptr<Transport>> HybridTransport::open(std::unique_ptr<Transport> local,
+                                                           std::unique_ptr<Transport> network,
+                                                           std::string node_identity) {
+  if (node_identity.size() > 0xffff)
+    return make_error(Errc::invalid_argument, fmt::format("a {}-byte node name", node_identity.size()),
+                      "set TETHER_NODE_NAME to a shorter name");
+  auto made = std::unique_ptr<Transport>(new HybridTransport(std::move(local), std::move(network), node_identity));
+  log::info("transport", "{} on node '{}'", made->name(), node_identity);
+  return made;
+}
+
+std::span<const std::byte> HybridTransport::address() const noexcept {
+  auto local = backend(Route::local).address();
+  auto network = backend(Route::network).address();
+  AddressHeader header{kAddressMagic, static_cast<std::uint16_t>(node_identity_.size()),
+                       static_cast<std::uint16_t>(local.size()), static_cast<std::uint32_t>(network.size())};
+  address_.resize(sizeof header + node_identity_.size() + local.size() + network.size());
+  std::byte* out = address_.data();
+  std::memcpy(out, &header, sizeof header);
+  std::memcpy(out += sizeof header, node_identity_.data(), node_identity_.size());
+  std::memcpy(out += node_identity_.size(), local.data(), local.size());
+  std::memcpy(out + local.size(), network.data(), network.size());
+  return address_;
+}
+
+Expected<PeerIndex> HybridTransport::insert_peer(std::span<const std::byte> address) {
+  AddressHeader header{};
+  if (address.size() >= sizeof header) std::memcpy(&header, address.data(), sizeof header);
+  std::size_t expected = sizeof header + header.identity_bytes + header.local_bytes + std::size_t{header.network_bytes};
+  if (header.magic != kAddressMagic || address.size() != expected)
+    return make_error(Errc::invalid_argument,
+                      fmt::format("a {}-byte peer address that is not a hybrid transport's", address.size()),
+                      "every rank of a job must use the same transport: set the same TETHER_SHM, "
+                      "TETHER_SHM_TRANSPORT, TETHER_OFI_PROVIDER and TETHER_NODE_NAME rules on all of them");
+  auto rest = address.subspan(sizeof header);
+  std::string_view identity(reinterpret_cast<const char*>(rest.data()), header.identity_bytes);
+  bool same_node = identity == node_identity_;
+  Route route = same_node ? Route::local : Route::network;
+  auto part = same_node ? rest.subspan(header.identity_bytes, header.local_bytes)
+                        : rest.subspan(header.identity_bytes + header.local_bytes);
+  auto inserted = backend(route).insert_peer(part);
+  if (!inserted) return inserted;
+  auto& reverse = hybrid_peer_of_[static_cast<std::size_t>(route)];
+  if (reverse.size() <= *inserted) reverse.resize(*inserted + 1, kUnknownPeer);
+  reverse[*inserted] = static_cast<PeerIndex>(routes_.size());
+  routes_.push_back({route, *inserted});
+  return reverse[*inserted];
+}
+
+std::string_view HybridTransport::peer_transport_name(PeerIndex peer) const noexcept {
+  if (peer >= routes_.size()) return name_;
+  return backend(routes_[peer].route).name();
+}
+
+Expected<void> HybridTransport::attach_pool() {
+  for (auto& part : backends_) {
+    auto attached = part->attach_pool();
+    if (!attached) return attached;
+  }
+  return {};
+}
+
+void HybridTransport::detach_pool() noexcept {
+  for (auto& part : backends_) part->detach_pool();
+}
+
+RemoteBuffer HybridTransport::describe_for(PeerIndex peer, const Registration& registration, const void* address,
+                                           std::size_t length) const noexcept {
+  auto* both = static_cast<const HybridRegistration*>(registration.handle);
+  Route route = peer < routes_.size() ? routes_[peer].route : Route::network;
+  if (both == nullptr) return describe(registration, address, length);
+  return describe(both->parts[static_cast<std::size_t>(route)], address, length);
+}
+
+Expected<RemoteBuffer> HybridTransport::describe_pool_buffer_for(PeerIndex peer, const void* address,
+                                                                 std::size_t length) const {
+  Route route = peer < routes_.size() ? routes_[peer].route : Route::network;
+  return backend(route).describe_pool_buffer(address, length);
+}
+
+}  // namespace tether::transport::hybrid
