@@ -39,14 +39,31 @@ ChannelRegistry::ChannelRegistry(messaging::Engine& engine) : engine_(engine) {
 
 ChannelRegistry::~ChannelRegistry() {
   std::size_t open = 0;
+  std::size_t kept = 0;
   for (auto& channel : channels_) {
     if (!channel->closed) ++open;
-    release_memory(*channel);
+    if (!peer_may_store(*channel)) {
+      release_memory(*channel);
+      continue;
+    }
+    release_registration(*channel);
+    ++kept;
   }
+  if (kept > 0)
+    log::info("persist", "{} channels' pool memory stays reserved: their live peers may still store into it",
+              kept);
   if (open > 0)
     log::warn("persist", "{} channels were still open when the runtime ended; destroy channels before the Runtime",
               open);
   user_cache_.reset();
+}
+
+// A live peer may store into a channel's slots, flags or credit word until it exits or
+// the transport closes, which comes after this registry: on the direct path it maps
+// this rank's memory, elsewhere its writes may be on the wire. Such memory never goes
+// back to the pool.
+bool ChannelRegistry::peer_may_store(const ChannelState& channel) const noexcept {
+  return !channel.self && !engine_.peer_dead(channel.shape.peer);
 }
 
 ChannelState* ChannelRegistry::find(std::uint32_t id) noexcept {

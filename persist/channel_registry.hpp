@@ -58,6 +58,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   Expected<void> accept_hello(ChannelState& channel) const;
   void map_direct(ChannelState& channel) noexcept;
   void release_memory(ChannelState& channel) noexcept;
+  [[nodiscard]] bool peer_may_store(const ChannelState& channel) const noexcept;
 
   // channel_send.cpp
   Status start_locked(ChannelState& channel, std::size_t bytes) noexcept;

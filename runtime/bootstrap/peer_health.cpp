@@ -97,14 +97,13 @@ Expected<void> PeerHealth::watch(const std::string& job_id) {
 }
 
 void PeerHealth::mark_dead(int rank, std::string why) {
-  DeathCallback callback;
   {
     std::lock_guard lock(mutex_);
     if (!dead_.emplace(rank, why).second) return;
-    callback = callback_;
   }
   log::warn("bootstrap", "rank {} died: {}", rank, why);
-  if (callback) callback(rank, why);
+  std::lock_guard calling(callback_mutex_);
+  if (callback_) callback_(rank, why);
 }
 
 void PeerHealth::mark_server_lost(std::string why) {
@@ -113,7 +112,7 @@ void PeerHealth::mark_server_lost(std::string why) {
 }
 
 void PeerHealth::set_callback(DeathCallback callback) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard calling(callback_mutex_);
   callback_ = std::move(callback);
 }
 

@@ -24,6 +24,8 @@ class PeerHealth {
   Expected<void> watch(const std::string& job_id);
   void mark_dead(int rank, std::string why);
   void mark_server_lost(std::string why);
+  // Replaces the callback; returns once no call of the old one is running, so its owner
+  // may be destroyed right after set_callback(nullptr).
   void set_callback(DeathCallback callback);
 
   // Why `rank` is dead (or why the server is gone), nullopt while it is believed alive.
@@ -38,6 +40,7 @@ class PeerHealth {
   bool watching_ = false;
   std::map<int, std::string> dead_;
   std::string server_lost_;  // empty while connected
+  std::mutex callback_mutex_;  // held while the callback runs and while it is replaced
   DeathCallback callback_;
 };
 

@@ -49,6 +49,7 @@ Engine::Engine(std::unique_ptr<Bootstrap> bootstrap, std::unique_ptr<transport::
 }
 
 Engine::~Engine() {
+  bootstrap_->on_peer_death(nullptr);  // the PMIx event thread must not reach dead_ from now on
   stopping_.store(true);
   if (progress_thread_.joinable()) progress_thread_.join();
   if (!drain(std::chrono::seconds(2)))
@@ -59,7 +60,7 @@ Engine::~Engine() {
   if (pending > 0)
     log::warn("runtime", "rank {} shuts down with {} requests still in flight; they are abandoned "
               "(wait for every request before the runtime ends)", rank_, pending);
-  transport_->detach_pool();
+  transport_.reset();  // closes the endpoint: nothing lands in the receive buffers after this
   for (void* buffer : receive_buffers_) pinned_free(buffer);
 }
 

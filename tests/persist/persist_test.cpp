@@ -39,7 +39,8 @@ std::vector<std::string> check_command(const Case& test_case) {
 
 // "hybrid": two ranks per node named by as-nodes.sh, so a job mixes shm-own and tcp.
 std::vector<std::string> transport_environment(const std::string& transport) {
-  if (transport == "shm" || transport == "hybrid") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=own"};
+  if (transport == "shm") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=own"};
+  if (transport == "hybrid") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=own", "TETHER_OFI_DOMAIN=lo"};
   if (transport == "ofishm") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=ofi"};
   return {"TETHER_SHM=off", "TETHER_OFI_PROVIDER=tcp", "TETHER_OFI_DOMAIN=lo"};
 }
