@@ -39,7 +39,8 @@ Expected<std::unique_ptr<Transport>> open_hybrid(const OpenOptions& options) {
   if (!local) return local;
   auto network = open_transport("ofi", options);
   if (!network) return network;
-  return hybrid::HybridTransport::open(std::move(*local), std::move(*network), hybrid::node_identity());
+  std::string node = options.node.empty() ? hybrid::node_identity() : options.node;
+  return hybrid::HybridTransport::open(std::move(*local), std::move(*network), std::move(node));
 }
 
 }  // namespace

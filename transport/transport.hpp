@@ -69,6 +69,7 @@ struct Limits {
 struct OpenOptions {
   std::string provider;  // ofi: libfabric provider ("shm", "tcp;ofi_rxm"); "" = config
   std::string domain;    // ofi: fabric domain ("lo", "mlx5_0"); verbs: device; "" = config
+  std::string node;      // hybrid: this process's node, as peers compare it; "" = hybrid::node_identity()
 };
 
 class Transport {

@@ -25,6 +25,15 @@ std::string transport_spec(const Bootstrap& bootstrap) {
   return config.choice("TETHER_SHM_TRANSPORT") == "ofi" ? "ofi:shm" : "shm-own";
 }
 
+// The node as PMIx places this rank (ranks PMIx calls local share memory), unless
+// TETHER_NODE_NAME names it.
+std::string node_name(const Bootstrap& bootstrap) {
+  const auto& config = config::Config::global();
+  if (config.is_set("TETHER_NODE_NAME")) return std::string(config.text("TETHER_NODE_NAME"));
+  const auto& identity = bootstrap.identity();
+  return fmt::format("{}/node {}/{}", identity.job_id, identity.node_id, identity.hostname);
+}
+
 }  // namespace
 
 Runtime::Runtime(std::unique_ptr<messaging::Engine> engine) : engine_(std::move(engine)) {}
@@ -34,7 +43,9 @@ Expected<std::unique_ptr<Runtime>> Runtime::start() {
   auto bootstrap = Bootstrap::connect();
   if (!bootstrap) return tl::unexpected(bootstrap.error());
   std::string spec = transport_spec(**bootstrap);
-  auto transport = transport::open_transport(spec);
+  transport::OpenOptions options;
+  options.node = node_name(**bootstrap);
+  auto transport = transport::open_transport(spec, options);
   if (!transport) return tl::unexpected(transport.error());
   auto engine = std::make_unique<messaging::Engine>(std::move(*bootstrap), std::move(*transport),
                                                     messaging::EngineOptions::from_config());

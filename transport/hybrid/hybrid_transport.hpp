@@ -102,9 +102,9 @@ class HybridTransport final : public Transport {
   bool poll_network_first_ = false;
 };
 
-// This process's node as peers should compare it: TETHER_NODE_NAME when set, else the
-// host name, boot id and network and pid namespaces (processes that can map each
-// other's memory and share a network stack).
+// This process's node when no launcher said: TETHER_NODE_NAME when set, else the host
+// name, boot id and network and pid namespaces (processes that can map each other's
+// memory and share a network stack). The runtime passes PMIx's node instead.
 [[nodiscard]] std::string node_identity();
 
 }  // namespace tether::transport::hybrid
