@@ -11,9 +11,18 @@
 
 namespace tether::transport {
 
+// What a backend posted an operation for: the caller's operation, or one of its own.
+enum class OperationUse : std::uint8_t {
+  caller,
+  write_then_notify,     // ofi without remote CQ data: a write whose notification is sent when it lands
+  notification_receive,  // ofi: a receive the backend keeps posted for such notifications
+};
+
 struct Operation {
   alignas(16) unsigned char provider_scratch[64];  // fi_context2 lives here for libfabric
   CompletionKind kind = CompletionKind::send_done;
+  OperationUse use = OperationUse::caller;
+  std::uint64_t notification = 0;  // write_then_notify: what the target is told
   PeerIndex peer = kUnknownPeer;
   std::uint64_t context = 0;
   void* buffer = nullptr;
@@ -33,6 +42,7 @@ class OperationTable {
     if (operation == nullptr) return nullptr;
     free_ = operation->next_free;
     operation->kind = kind;
+    operation->use = OperationUse::caller;
     operation->peer = peer;
     operation->context = context;
     operation->buffer = buffer;

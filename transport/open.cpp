@@ -30,7 +30,11 @@ Expected<std::unique_ptr<Transport>> open_ofi(std::string_view provider_part, co
   std::string domain = options.domain.empty() ? configured("TETHER_OFI_DOMAIN") : options.domain;
   log::info("transport", "libfabric provider {} ({}), domain {}", provider, why,
             domain.empty() ? "any" : domain);
-  return ofi::OfiTransport::open(provider, domain);
+  std::string notify = options.notify.empty() ? std::string(config::Config::global().choice("TETHER_OFI_NOTIFY"))
+                                              : options.notify;
+  using Notify = ofi::OfiTransport::Notify;
+  return ofi::OfiTransport::open(provider, domain,
+                                 notify == "send" ? Notify::send : notify == "cq-data" ? Notify::cq_data : Notify::automatic);
 }
 
 Expected<std::unique_ptr<Transport>> open_hybrid(const OpenOptions& options) {

@@ -70,6 +70,7 @@ struct OpenOptions {
   std::string provider;  // ofi: libfabric provider ("shm", "tcp;ofi_rxm"); "" = config
   std::string domain;    // ofi: fabric domain ("lo", "mlx5_0"); verbs: device; "" = config
   std::string node;      // hybrid: this process's node, as peers compare it; "" = hybrid::node_identity()
+  std::string notify;    // ofi: "auto", "cq-data" or "send" (see TETHER_OFI_NOTIFY); "" = config
 };
 
 class Transport {

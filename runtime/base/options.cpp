@@ -53,6 +53,9 @@ constexpr Option kOptions[] = {
      "verbs;ofi_rxm, efa, cxi found, else tcp;ofi_rxm"},
     {"TETHER_OFI_DOMAIN", "auto", Kind::text,
      "libfabric domain (NIC or interface, e.g. lo, eth0, mlx5_0); auto: the provider's first"},
+    {"TETHER_OFI_NOTIFY", "auto", Kind::choice,
+     "How an RMA write's 64-bit notification reaches the target: cq-data (remote CQ data), send (a "
+     "message once the write has landed) or auto (cq-data when the provider carries 8 bytes)", "auto|cq-data|send"},
     {"TETHER_VERBS_DEVICE", "auto", Kind::text,
      "RDMA device for the verbs transport (see ibv_devices); auto: the first one"},
 

@@ -89,13 +89,16 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 }
 
 // "shm": tether's own shared-memory transport; "ofishm": libfabric's shm; "tcp": tcp;ofi_rxm;
+// "tcpsend": tcp with write notifications sent as messages (TETHER_OFI_NOTIFY=send);
 // "hybrid": ranks named as two per node (as-nodes.sh), shm-own within a node, tcp between.
 std::vector<std::string> environment_for(const Case& test_case) {
-  return {"TETHER_SHM=" + std::string(test_case.transport == "tcp" ? "off" : "on"),
+  bool network = test_case.transport == "tcp" || test_case.transport == "tcpsend";
+  return {"TETHER_SHM=" + std::string(network ? "off" : "on"),
           "TETHER_SHM_TRANSPORT=" + std::string(test_case.transport == "ofishm" ? "ofi" : "own"),
           "TETHER_RNDV_PROTOCOL=" + test_case.protocol,
           // tcp on loopback, not on a bridge that a concurrent netns test may remove
-          "TETHER_OFI_DOMAIN=" + std::string(test_case.transport == "ofishm" ? "auto" : "lo")};
+          "TETHER_OFI_DOMAIN=" + std::string(test_case.transport == "ofishm" ? "auto" : "lo"),
+          "TETHER_OFI_NOTIFY=" + std::string(test_case.transport == "tcpsend" ? "send" : "auto")};
 }
 
 std::string fmt_route(int rank, int peer, const std::string& transport) {
@@ -131,7 +134,10 @@ std::vector<Case> all_cases() {
     cases.push_back({"many", 3, transport, "put"});
     cases.push_back({"bad-input", 2, transport, "put"});
   }
-  for (std::string protocol : {"put", "get"}) cases.push_back({"sizes", 4, "hybrid", protocol});
+  for (std::string protocol : {"put", "get"}) {
+    cases.push_back({"sizes", 4, "hybrid", protocol});
+    cases.push_back({"sizes", 2, "tcpsend", protocol});
+  }
   cases.push_back({"sizes-pool", 3, "hybrid", "put"});
   cases.push_back({"wildcards", 4, "hybrid", "put"});
   return cases;

@@ -42,7 +42,9 @@ std::vector<std::string> transport_environment(const std::string& transport) {
   if (transport == "shm") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=own"};
   if (transport == "hybrid") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=own", "TETHER_OFI_DOMAIN=lo"};
   if (transport == "ofishm") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=ofi"};
-  return {"TETHER_SHM=off", "TETHER_OFI_PROVIDER=tcp", "TETHER_OFI_DOMAIN=lo"};
+  std::vector<std::string> tcp{"TETHER_SHM=off", "TETHER_OFI_PROVIDER=tcp", "TETHER_OFI_DOMAIN=lo"};
+  if (transport == "tcpsend") tcp.push_back("TETHER_OFI_NOTIFY=send");  // notifications as messages
+  return tcp;
 }
 
 void expect_every_rank_passed(const tether::testing::Outcome& outcome, const Case& test_case) {
@@ -83,6 +85,8 @@ std::vector<Case> tether_run_cases() {
   for (std::string scenario : {"integrity", "partitioned", "bad-input", "close-in-flight"})  // libfabric's shm
     cases.push_back({scenario, 2, "ofishm", scenario == "integrity" ? "100000" : ""});
   cases.push_back({"many", 3, "hybrid", ""});
+  cases.push_back({"integrity", 2, "tcpsend", "20000"});
+  cases.push_back({"partitioned", 2, "tcpsend", ""});
   cases.push_back({"fan-in", 4, "hybrid", "2000"});
   return cases;
 }

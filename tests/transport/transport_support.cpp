@@ -20,14 +20,18 @@ std::uint64_t checksum(const void* buffer, std::size_t size) {
   return hash;
 }
 
+// "ofi:tcp+send": ofi:tcp with notifications sent as messages after their write lands.
 transport::OpenOptions options_for(const std::string& spec) {
   transport::OpenOptions options;
-  if (spec == "ofi:tcp") options.domain = "lo";  // loopback only on this machine
+  if (spec.starts_with("ofi:tcp")) options.domain = "lo";  // loopback only on this machine
+  if (spec.ends_with("+send")) options.notify = "send";
   return options;
 }
 
+std::string backend_of(const std::string& spec) { return spec.substr(0, spec.find('+')); }
+
 ConnectedEndpoint::ConnectedEndpoint(const std::string& spec, const ControlChannel& control) {
-  auto opened = transport::open_transport(spec, options_for(spec));
+  auto opened = transport::open_transport(backend_of(spec), options_for(spec));
   if (!opened) {
     ADD_FAILURE() << "open_transport(" << spec << "): " << opened.error().message();
     return;

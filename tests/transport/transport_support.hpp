@@ -58,6 +58,8 @@ class ConnectedEndpoint {
   std::deque<Completion> backlog_;
 };
 
+// A test's spec is a transport spec with an optional "+send" (ofi: notifications by send).
 transport::OpenOptions options_for(const std::string& spec);
+std::string backend_of(const std::string& spec);
 
 }  // namespace tether::testing

@@ -7,6 +7,7 @@
 #include <rdma/fi_endpoint.h>
 
 #include <atomic>
+#include <deque>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -39,9 +40,14 @@ class OfiRegistrar final : public Registrar {
 
 class OfiTransport final : public Transport {
  public:
+  // How write_with_notification reaches the target: as remote CQ data, or as a tagged
+  // send posted once the write has landed (providers with under 8 bytes of CQ data).
+  enum class Notify : std::uint8_t { automatic, cq_data, send };
+
   // Opens everything for `provider` ("shm", "tcp;ofi_rxm", ...) on `domain` ("" = any).
   static Expected<std::unique_ptr<Transport>> open(const std::string& provider,
-                                                   const std::string& domain);
+                                                   const std::string& domain,
+                                                   Notify notify = Notify::automatic);
   ~OfiTransport() override;
 
   [[nodiscard]] std::string_view name() const noexcept override { return name_; }
@@ -87,6 +93,26 @@ class OfiTransport final : public Transport {
   Completion translate(const fi_cq_data_entry& entry, fi_addr_t source) noexcept;
   Completion read_error() noexcept;
 
+  // Notifications by send (notify.cpp).
+  struct NotificationMessage {
+    std::uint64_t notification;
+    std::uint64_t length;
+  };
+  struct PendingNotification {
+    PeerIndex peer;
+    NotificationMessage message;
+  };
+  Expected<void> post_notification_receives();
+  Status post_notification_receive(Operation* operation) noexcept;
+  Status post_notifying_write(PeerIndex peer, const void* buffer, std::size_t length, void* descriptor,
+                              std::uint64_t address, std::uint64_t key, std::uint64_t notification,
+                              std::uint64_t context) noexcept;
+  void notify_after_write(const Operation& operation) noexcept;
+  void flush_notifications() noexcept;
+  Completion notification_arrived(Operation* operation, const fi_cq_data_entry& entry, fi_addr_t source) noexcept;
+  Completion notification_failed(Operation* operation, const fi_cq_err_entry& failure) noexcept;
+  void release_notification_buffers() noexcept;
+
   fi_info* info_ = nullptr;
   fid_fabric* fabric_ = nullptr;
   fid_domain* domain_ = nullptr;
@@ -101,7 +127,10 @@ class OfiTransport final : public Transport {
   PeerIndex peer_count_ = 0;
   bool needs_local_descriptor_ = false;
   bool virtual_addressing_ = false;
-  bool carries_notification_ = false;  // cq_data_size >= 8
+  bool notify_by_send_ = false;
+  NotificationMessage* notification_slots_ = nullptr;  // page-aligned, registered
+  Registration notification_registration_{};
+  std::deque<PendingNotification> pending_notifications_;  // met back-pressure, in order
   OperationTable operations_{1};
 };
 

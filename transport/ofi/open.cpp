@@ -39,11 +39,11 @@ constexpr std::uint64_t kMrModesHandled =
     FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
 constexpr std::uint32_t kApiVersion = FI_VERSION(1, 14);
 
-fi_info* make_hints(const std::string& provider) {
+fi_info* make_hints(const std::string& provider, bool tagged = false) {
   fi_info* hints = fi_allocinfo();
   if (hints == nullptr) return nullptr;
   hints->ep_attr->type = FI_EP_RDM;
-  hints->caps = FI_MSG | FI_RMA | FI_SOURCE;
+  hints->caps = FI_MSG | FI_RMA | FI_SOURCE | (tagged ? FI_TAGGED : 0);
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->domain_attr->mr_mode = kMrModesHandled;
   hints->domain_attr->threading = FI_THREAD_SAFE;
@@ -115,25 +115,48 @@ Errc errc_of(int provider_errno) noexcept {
   }
 }
 
-Expected<std::unique_ptr<Transport>> OfiTransport::open(const std::string& provider,
-                                                        const std::string& domain) {
-  fi_info* hints = make_hints(provider);
+namespace {
+
+// The fi_info of `provider` on `domain`, with FI_TAGGED when notifications go by send.
+Expected<fi_info*> find_info(const std::string& provider, const std::string& domain, bool tagged) {
+  fi_info* hints = make_hints(provider, tagged);
   if (hints == nullptr) return make_error(Errc::out_of_memory, "fi_allocinfo failed", "free memory");
   fi_info* found = nullptr;
   int result = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &found);
   fi_freeinfo(hints);
   fi_info* on_domain = result == 0 ? first_on_domain(found, domain) : nullptr;
-  if (on_domain == nullptr) {
-    fi_freeinfo(found);
-    return tl::unexpected(getinfo_error(result == 0 ? -FI_ENODATA : result, provider, domain));
-  }
-  fi_info* chosen = fi_dupinfo(on_domain);
+  fi_info* chosen = on_domain != nullptr ? fi_dupinfo(on_domain) : nullptr;
   fi_freeinfo(found);
-  std::unique_ptr<OfiTransport> transport(new OfiTransport(chosen));
+  if (chosen == nullptr) return tl::unexpected(getinfo_error(result == 0 ? -FI_ENODATA : result, provider, domain));
+  return chosen;
+}
+
+bool carries_cq_data(const fi_info* info) { return info->domain_attr->cq_data_size >= sizeof(std::uint64_t); }
+
+}  // namespace
+
+Expected<std::unique_ptr<Transport>> OfiTransport::open(const std::string& provider, const std::string& domain,
+                                                        Notify notify) {
+  auto chosen = find_info(provider, domain, notify == Notify::send);
+  if (!chosen) return tl::unexpected(chosen.error());
+  bool by_send = notify == Notify::send || (notify == Notify::automatic && !carries_cq_data(*chosen));
+  if (notify == Notify::cq_data && !carries_cq_data(*chosen)) {
+    std::size_t bytes = (*chosen)->domain_attr->cq_data_size;
+    fi_freeinfo(*chosen);
+    return make_error(Errc::unsupported, fmt::format("{} carries {} bytes of remote CQ data, 8 needed", provider, bytes),
+                      "set TETHER_OFI_NOTIFY=auto or send (the notification then follows the write as a message)");
+  }
+  if (by_send && notify != Notify::send) {  // ask again, now with FI_TAGGED
+    fi_freeinfo(*chosen);
+    chosen = find_info(provider, domain, true);
+    if (!chosen) return tl::unexpected(chosen.error());
+  }
+  std::unique_ptr<OfiTransport> transport(new OfiTransport(*chosen));
+  transport->notify_by_send_ = by_send;
   if (auto opened = transport->open_resources(); !opened) return tl::unexpected(opened.error());
-  log::info("transport", "opened {} (fabric {}, mr_mode {:#x}, inject {} B, tx depth {})",
-            transport->name_, chosen->fabric_attr->name, chosen->domain_attr->mr_mode,
-            transport->limits_.inject_bytes, transport->limits_.send_queue_depth);
+  log::info("transport", "opened {} (fabric {}, mr_mode {:#x}, inject {} B, tx depth {}, notifications by {})",
+            transport->name_, (*chosen)->fabric_attr->name, (*chosen)->domain_attr->mr_mode,
+            transport->limits_.inject_bytes, transport->limits_.send_queue_depth, by_send ? "send" : "CQ data");
   return std::unique_ptr<Transport>(std::move(transport));
 }
 
@@ -146,7 +169,6 @@ OfiTransport::OfiTransport(fi_info* info) : info_(info) {
   limits_.receive_queue_depth = info->rx_attr->size;
   needs_local_descriptor_ = (info->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
   virtual_addressing_ = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
-  carries_notification_ = info->domain_attr->cq_data_size >= sizeof(std::uint64_t);
   operations_ = OperationTable(limits_.send_queue_depth + limits_.receive_queue_depth);
 }
 
@@ -167,7 +189,8 @@ Expected<void> OfiTransport::open_resources() {
     return tl::unexpected(call_error("fi_cq_open", r, name_));
   if (auto opened = open_endpoint(); !opened) return opened;
   registrar_ = std::make_unique<OfiRegistrar>(name_, domain_, endpoint_, info_->domain_attr->mr_mode);
-  return read_address();
+  if (auto named = read_address(); !named) return named;
+  return notify_by_send_ ? post_notification_receives() : Expected<void>{};
 }
 
 Expected<void> OfiTransport::open_endpoint() {
@@ -220,6 +243,7 @@ Expected<PeerIndex> OfiTransport::insert_peer(std::span<const std::byte> address
 void OfiTransport::close_resources() noexcept {
   detach_pool();
   if (endpoint_) fi_close(&endpoint_->fid);
+  release_notification_buffers();
   if (av_) fi_close(&av_->fid);
   if (cq_) fi_close(&cq_->fid);
   if (domain_) fi_close(&domain_->fid);

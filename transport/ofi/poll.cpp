@@ -27,6 +27,8 @@ Completion OfiTransport::translate(const fi_cq_data_entry& entry, fi_addr_t sour
     return completion;
   }
   auto* operation = static_cast<Operation*>(entry.op_context);
+  if (operation->use == OperationUse::notification_receive) return notification_arrived(operation, entry, source);
+  if (operation->use == OperationUse::write_then_notify) notify_after_write(*operation);
   completion.kind = operation->kind;
   completion.peer = operation->kind == CompletionKind::receive ? peer_of(source) : operation->peer;
   completion.context = operation->context;
@@ -49,6 +51,8 @@ Completion OfiTransport::read_error() noexcept {
   completion.error = errc_of(failure.err);
   completion.cause = fi_strerror(failure.err);
   auto* operation = static_cast<Operation*>(failure.op_context);
+  if (operation != nullptr && operations_.owns(operation) && operation->use == OperationUse::notification_receive)
+    return notification_failed(operation, failure);
   if (operation != nullptr && operations_.owns(operation)) {
     completion.failed_kind = operation->kind;
     completion.peer = operation->peer;
@@ -67,6 +71,7 @@ std::size_t OfiTransport::poll(std::span<Completion> out) noexcept {
   fi_addr_t sources[kBatch];
   std::size_t wanted = std::min(out.size(), kBatch);
   if (wanted == 0) return 0;
+  if (!pending_notifications_.empty()) flush_notifications();
   ssize_t count = fi_cq_readfrom(cq_, entries, wanted, sources);
   if (count > 0) {
     for (ssize_t i = 0; i < count; ++i) out[i] = translate(entries[i], sources[i]);

@@ -77,13 +77,11 @@ Status OfiTransport::send(PeerIndex peer, const void* buffer, std::size_t length
 Status OfiTransport::post_write(PeerIndex peer, const void* buffer, std::size_t length, void* descriptor,
                                 const RemoteBuffer& target, std::size_t target_offset, bool notify,
                                 std::uint64_t notification, std::uint64_t context) noexcept {
-  if (notify && !carries_notification_)
-    return fail(Errc::unsupported,
-                fmt::format("{} carries fewer than 8 bytes of remote CQ data", name_),
-                "pick a provider with cq_data_size 8 (fi_info -v); write + send is not implemented");
   std::uint64_t address = 0;
   if (!rma_target(peer, target, target_offset, length, address)) return Status::error;
   if (!resolve_descriptor(buffer, descriptor)) return Status::error;
+  if (notify && notify_by_send_)
+    return post_notifying_write(peer, buffer, length, descriptor, address, target.key, notification, context);
   Operation* operation = operations_.acquire(CompletionKind::write_done, peer, context,
                                              const_cast<void*>(buffer), length);
   if (operation == nullptr) return Status::retry;

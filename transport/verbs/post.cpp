@@ -1,5 +1,7 @@
 // Posting and polling on verbs. RDMA write-with-immediate consumes a shared-receive-queue
-// buffer at the target; poll reposts that buffer at once.
+// buffer at the target; poll reposts that buffer at once. Notifications that do not fit
+// the 32-bit immediate follow their write as a send-with-immediate on the same RC queue
+// pair (executed in order at the target), marked by kNotificationImmediate.
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -12,6 +14,12 @@ namespace tether::transport::verbs {
 namespace {
 
 constexpr std::size_t kBatch = 32;
+constexpr std::uint32_t kNotificationImmediate = 0xffffffffU;
+
+struct NotificationMessage {
+  std::uint64_t notification;
+  std::uint64_t length;
+};
 
 Errc errc_of(ibv_wc_status status) noexcept {
   switch (status) {
@@ -73,9 +81,8 @@ Status VerbsTransport::send(PeerIndex peer, const void* buffer, std::size_t leng
   return post_one(peer, operation, buffer, length, descriptor, request);
 }
 
-Status VerbsTransport::post_rma(PeerIndex peer, ibv_wr_opcode opcode, void* buffer, std::size_t length,
-                                void* descriptor, const RemoteBuffer& remote, std::size_t offset,
-                                std::uint32_t immediate, CompletionKind kind, std::uint64_t context) noexcept {
+Status VerbsTransport::check_rma(PeerIndex peer, const RemoteBuffer& remote, std::size_t offset,
+                                 std::size_t length) noexcept {
   if (peer >= peers_.size())
     return fail(Errc::invalid_argument, fmt::format("peer {} was never inserted", peer), "call insert_peer first");
   if (remote.length != 0 && (offset > remote.length || length > remote.length - offset))
@@ -83,6 +90,13 @@ Status VerbsTransport::post_rma(PeerIndex peer, ibv_wr_opcode opcode, void* buff
                 fmt::format("RMA of {} bytes at offset {} runs past the {}-byte remote buffer", length,
                             offset, remote.length),
                 "keep RMA inside the RemoteBuffer the peer described");
+  return Status::done;
+}
+
+Status VerbsTransport::post_rma(PeerIndex peer, ibv_wr_opcode opcode, void* buffer, std::size_t length,
+                                void* descriptor, const RemoteBuffer& remote, std::size_t offset,
+                                std::uint32_t immediate, CompletionKind kind, std::uint64_t context) noexcept {
+  if (check_rma(peer, remote, offset, length) == Status::error) return Status::error;
   Operation* operation = operations_.acquire(kind, peer, context, buffer, length);
   if (operation == nullptr) return Status::retry;
   ibv_send_wr request{};
@@ -116,12 +130,38 @@ Status VerbsTransport::write_with_notification(PeerIndex peer, const void* buffe
                                                void* descriptor, const RemoteBuffer& target,
                                                std::size_t target_offset, std::uint64_t notification,
                                                std::uint64_t context) noexcept {
-  if (notification > 0xffffffffULL)
-    return fail(Errc::unsupported,
-                fmt::format("verbs immediate data holds 32 bits; notification {:#x} does not fit", notification),
-                "keep notifications below 2^32 on verbs (a write + send fallback is not implemented)");
+  if (notification >= kNotificationImmediate)
+    return post_notifying_write(peer, buffer, length, descriptor, target, target_offset, notification, context);
   return post_rma(peer, IBV_WR_RDMA_WRITE_WITH_IMM, const_cast<void*>(buffer), length, descriptor, target,
                   target_offset, static_cast<std::uint32_t>(notification), CompletionKind::write_done, context);
+}
+
+// An unsignalled RDMA write chained to a signalled, inlined send-with-immediate that
+// carries the notification; the operation completes when the send does.
+Status VerbsTransport::post_notifying_write(PeerIndex peer, const void* buffer, std::size_t length, void* descriptor,
+                                            const RemoteBuffer& target, std::size_t offset,
+                                            std::uint64_t notification, std::uint64_t context) noexcept {
+  if (check_rma(peer, target, offset, length) == Status::error) return Status::error;
+  Operation* operation = operations_.acquire(CompletionKind::write_done, peer, context, const_cast<void*>(buffer), length);
+  if (operation == nullptr) return Status::retry;
+  ibv_sge data{reinterpret_cast<std::uint64_t>(buffer), static_cast<std::uint32_t>(length), local_key(buffer, descriptor)};
+  NotificationMessage message{notification, length};
+  ibv_sge note{reinterpret_cast<std::uint64_t>(&message), sizeof message, 0};
+  ibv_send_wr notify{};
+  notify.wr_id = reinterpret_cast<std::uint64_t>(operation);
+  notify.opcode = IBV_WR_SEND_WITH_IMM;
+  notify.imm_data = htonl(kNotificationImmediate);
+  notify.sg_list = &note;
+  notify.num_sge = 1;
+  notify.send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
+  ibv_send_wr write{};
+  write.opcode = IBV_WR_RDMA_WRITE;
+  write.sg_list = &data;
+  write.num_sge = length ? 1 : 0;
+  write.wr.rdma.remote_addr = target.address + offset;
+  write.wr.rdma.rkey = static_cast<std::uint32_t>(target.key);
+  write.next = &notify;
+  return post_to_peer(peer, write, operation);
 }
 
 Status VerbsTransport::read(PeerIndex peer, void* buffer, std::size_t length, void* descriptor,
@@ -156,6 +196,8 @@ Completion VerbsTransport::translate(const ibv_wc& work) noexcept {
     operations_.release(operation);
     return completion;
   }
+  if (work.opcode == IBV_WC_RECV && (work.wc_flags & IBV_WC_WITH_IMM) && ntohl(work.imm_data) == kNotificationImmediate)
+    return notification_message(work, operation, peer);
   if (work.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
     completion.kind = CompletionKind::remote_write;
     completion.peer = peer;
@@ -170,6 +212,26 @@ Completion VerbsTransport::translate(const ibv_wc& work) noexcept {
   completion.buffer = operation->buffer;
   completion.length = operation->kind == CompletionKind::receive ? work.byte_len : operation->length;
   operations_.release(operation);
+  return completion;
+}
+
+// A notification that followed its write as a message: reported as the write's arrival.
+Completion VerbsTransport::notification_message(const ibv_wc& work, Operation* operation, PeerIndex peer) noexcept {
+  Completion completion;
+  completion.peer = peer;
+  NotificationMessage message{};
+  if (work.byte_len == sizeof message) {
+    std::memcpy(&message, operation->buffer, sizeof message);
+    completion.kind = CompletionKind::remote_write;
+    completion.notification = message.notification;
+    completion.length = message.length;
+  } else {
+    completion.kind = CompletionKind::error;
+    completion.failed_kind = CompletionKind::remote_write;
+    completion.error = Errc::invalid_argument;
+    completion.cause = "a notification message of the wrong size: ignored";
+  }
+  repost(operation);
   return completion;
 }
 

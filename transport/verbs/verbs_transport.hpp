@@ -78,6 +78,11 @@ class VerbsTransport final : public Transport {
   Status post_one(PeerIndex peer, Operation* operation, const void* buffer, std::size_t length,
                   void* descriptor, ibv_send_wr& request) noexcept;
   Status post_to_peer(PeerIndex peer, ibv_send_wr& request, Operation* operation) noexcept;
+  Status check_rma(PeerIndex peer, const RemoteBuffer& remote, std::size_t offset, std::size_t length) noexcept;
+  Status post_notifying_write(PeerIndex peer, const void* buffer, std::size_t length, void* descriptor,
+                              const RemoteBuffer& target, std::size_t offset, std::uint64_t notification,
+                              std::uint64_t context) noexcept;
+  Completion notification_message(const ibv_wc& work, Operation* operation, PeerIndex peer) noexcept;
   Status post_rma(PeerIndex peer, ibv_wr_opcode opcode, void* buffer, std::size_t length,
                   void* descriptor, const RemoteBuffer& remote, std::size_t offset,
                   std::uint32_t immediate, CompletionKind kind, std::uint64_t context) noexcept;
