@@ -92,12 +92,19 @@ Expected<void> start_monitor() {
 
 }  // namespace
 
+Expected<void> rcache_start_monitor() {
+  static std::once_flag once;
+  static Expected<void> started;
+  std::call_once(once, [] { started = start_monitor(); });
+  return started;
+}
+
 Expected<RegistrationCache*> rcache_global() {
   static std::once_flag once;
   static RegistrationCache* cache = nullptr;
   static Error failure;
   std::call_once(once, [] {
-    if (auto monitor = start_monitor(); !monitor) {
+    if (auto monitor = rcache_start_monitor(); !monitor) {
       failure = monitor.error();
       return;
     }

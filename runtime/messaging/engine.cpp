@@ -60,6 +60,7 @@ Engine::~Engine() {
   if (pending > 0)
     log::warn("runtime", "rank {} shuts down with {} requests still in flight; they are abandoned "
               "(wait for every request before the runtime ends)", rank_, pending);
+  user_cache_.reset();  // its registrations go before the transport does
   transport_.reset();  // closes the endpoint: nothing lands in the receive buffers after this
   for (void* buffer : receive_buffers_) pinned_free(buffer);
 }

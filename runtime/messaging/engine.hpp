@@ -183,6 +183,8 @@ class Engine {
   bool post_chunks(RequestSlot* slot) noexcept;
   void resume_writes() noexcept;
   Expected<transport::RemoteBuffer> expose(RequestSlot* slot, void* buffer, std::size_t bytes);
+  const Registration* expose_cached(RequestSlot* slot, void* buffer, std::size_t bytes) noexcept;
+  RegistrationCache* user_cache() noexcept;
   void unexpose(RequestSlot* slot) noexcept;
   void* descriptor_of(RequestSlot* slot, const void* buffer) noexcept;
   RendezvousProtocol choose_protocol() const noexcept;
@@ -219,6 +221,8 @@ class Engine {
   std::size_t bounces_in_flight_ = 0;  // posted sends whose completion has not come back
   std::atomic<std::uint64_t> messages_sent_{0};
   std::unique_ptr<ChannelEvents> channel_events_;
+  std::unique_ptr<RegistrationCache> user_cache_;  // user buffers of rendezvous, over the transport
+  bool user_cache_unavailable_ = false;
 
   std::atomic<bool> stopping_{false};
   std::thread progress_thread_;

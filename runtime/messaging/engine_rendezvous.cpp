@@ -24,6 +24,8 @@ Expected<transport::RemoteBuffer> Engine::expose(RequestSlot* slot, void* buffer
   transport::PeerIndex peer = peers_[static_cast<std::size_t>(slot->peer)].transport_peer;
   auto pool_buffer = transport_->describe_pool_buffer_for(peer, buffer, bytes);
   if (pool_buffer) return pool_buffer;
+  if (const Registration* cached = expose_cached(slot, buffer, bytes))
+    return transport_->describe_for(peer, *cached, buffer, bytes);
   auto registration = transport::register_pages(transport_->registrar(), buffer, bytes);
   if (!registration) return tl::unexpected(registration.error());
   slot->registration = *registration;
@@ -31,13 +33,42 @@ Expected<transport::RemoteBuffer> Engine::expose(RequestSlot* slot, void* buffer
   return transport_->describe_for(peer, *registration, buffer, bytes);
 }
 
+// The cache's registration when one cache entry covers the buffer (a peer needs one
+// key); nullptr when the range spans entries or there is no cache.
+const Registration* Engine::expose_cached(RequestSlot* slot, void* buffer, std::size_t bytes) noexcept {
+  RegistrationCache* cache = user_cache();
+  if (cache == nullptr) return nullptr;
+  auto handle = cache->acquire(buffer, bytes);
+  if (!handle || handle->from_pool() || handle->segment_count() != 1) return nullptr;
+  slot->cached = std::move(*handle);
+  return &slot->cached.segment(0).registrations[0];
+}
+
+RegistrationCache* Engine::user_cache() noexcept {
+  if (user_cache_ || user_cache_unavailable_) return user_cache_.get();
+  user_cache_unavailable_ = true;
+  auto monitor = rcache_start_monitor();
+  Registrar* registrars[] = {&transport_->registrar()};
+  auto cache = monitor ? RegistrationCache::create(registrars, RcacheOptions::from_config())
+                       : Expected<std::unique_ptr<RegistrationCache>>(tl::unexpected(monitor.error()));
+  if (!cache) {
+    log::warn("runtime", "user buffers are registered per transfer, without a cache: {}", cache.error().message());
+    return nullptr;
+  }
+  user_cache_ = std::move(*cache);
+  user_cache_unavailable_ = false;
+  return user_cache_.get();
+}
+
 void Engine::unexpose(RequestSlot* slot) noexcept {
+  slot->cached.release();
   if (!slot->registered) return;
   transport_->registrar().deregister(slot->registration);
   slot->registered = false;
 }
 
 void* Engine::descriptor_of(RequestSlot* slot, const void*) noexcept {
+  if (!slot->cached.empty()) return slot->cached.segment(0).registrations[0].local_descriptor;
   return slot->registered ? slot->registration.local_descriptor : nullptr;
 }
 

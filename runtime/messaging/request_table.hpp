@@ -10,6 +10,7 @@
 #include <boost/lockfree/stack.hpp>
 
 #include "tether/pool.hpp"
+#include "tether/rcache.hpp"
 #include "runtime/messaging/wire.hpp"
 #include "tether/runtime.hpp"
 
@@ -29,7 +30,8 @@ struct RequestSlot {
   int tag = kAnyTag;
   MessageInfo info;
   // Rendezvous state.
-  Registration registration;  // of a user buffer registered for this transfer
+  RcacheHandle cached;        // a user buffer's registration from the engine's cache, or
+  Registration registration;  // one registered for this transfer (the range spans cache entries)
   bool registered = false;
   std::uint64_t chunks_left = 0;      // chunk completions (or notifications) still to come
   std::uint64_t posted_bytes = 0;     // of transfer_bytes, handed to the transport so far

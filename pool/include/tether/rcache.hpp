@@ -127,5 +127,8 @@ class RegistrationCache {
 // The process's cache over the pool's mlock registrar, from the TETHER_RCACHE_* options,
 // with the memory monitor chosen by TETHER_RCACHE_MONITOR.
 [[nodiscard]] Expected<RegistrationCache*> rcache_global();
+// Starts the memory monitor chosen by TETHER_RCACHE_MONITOR, once per process, so that
+// caches made with create() see unmapped memory too.
+[[nodiscard]] Expected<void> rcache_start_monitor();
 
 }  // namespace tether
