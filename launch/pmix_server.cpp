@@ -70,8 +70,8 @@ pmix_status_t on_abort(const pmix_proc_t* proc, void* server_object, int status,
 
 void release_blob(void* blob) { std::free(blob); }
 
-// Every participant is on this node, so the library has already gathered all of their
-// contributions: hand the blob straight back. The blob is ours; PMIx frees it through
+// Every participant is a client of this one server (also the --netns "hosts"), so the
+// library has already gathered all of their contributions: hand the blob straight back. The blob is ours; PMIx frees it through
 // release_blob once it has copied it out.
 pmix_status_t on_fence(const pmix_proc_t[], size_t, const pmix_info_t[], size_t, char* data, size_t ndata,
                        pmix_modex_cbfunc_t cbfunc, void* cbdata) {
@@ -79,8 +79,8 @@ pmix_status_t on_fence(const pmix_proc_t[], size_t, const pmix_info_t[], size_t,
   return PMIX_SUCCESS;
 }
 
-// The library answers requests for local ranks itself; this is only asked about ranks on
-// other nodes, and a single-node job has none.
+// The library answers requests for its own clients itself; this is only asked about
+// ranks served elsewhere, and every rank of a tether-run job is a client of this server.
 pmix_status_t on_direct_modex(const pmix_proc_t*, const pmix_info_t[], size_t, pmix_modex_cbfunc_t, void*) {
   return PMIX_ERR_NOT_FOUND;
 }
