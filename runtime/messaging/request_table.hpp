@@ -28,6 +28,7 @@ struct RequestSlot {
   int peer = kAnySource;  // destination of a send, wanted source of a receive
   int tag = kAnyTag;
   MessageInfo info;
+  bool watched = false;       // counted in its peer's waiting_requests (liveness)
   // Rendezvous state.
   Registration registration;  // of a user buffer registered for this transfer
   bool registered = false;
