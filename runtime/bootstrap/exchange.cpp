@@ -80,13 +80,15 @@ Expected<void> Bootstrap::publish() {
 }
 
 // A peer still starting has not committed yet: servers that answer NOT-FOUND at once
-// (tether-run's) get asked again, with a growing pause, until the bootstrap timeout.
+// (tether-run's) get asked again, with a growing pause, until the bootstrap timeout. So do
+// early TIMEOUT answers: PMIx 4.2 gives them for a rank on another node that is slow to
+// commit (tether-run --netns with packet loss), long before TETHER_BOOTSTRAP_TIMEOUT.
 Expected<std::vector<std::byte>> Bootstrap::get(int peer, std::string_view key) {
   auto deadline = std::chrono::steady_clock::now() + timeout_;
   auto pause = std::chrono::microseconds(200);
   for (;;) {
     auto bytes = get_once(peer, key);
-    bool not_yet = !bytes && bytes.error().sys_errno == PMIX_ERR_NOT_FOUND;
+    bool not_yet = !bytes && (bytes.error().sys_errno == PMIX_ERR_NOT_FOUND || bytes.error().sys_errno == PMIX_ERR_TIMEOUT);
     if (!not_yet || (timeout_.count() > 0 && std::chrono::steady_clock::now() > deadline)) return bytes;
     std::this_thread::sleep_for(pause);
     pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(50));
