@@ -131,6 +131,12 @@ class Engine {
   [[nodiscard]] ChannelEvents* channel_events() noexcept { return channel_events_.get(); }
   [[nodiscard]] std::mutex& progress_mutex() noexcept { return progress_mutex_; }
   [[nodiscard]] Expected<transport::PeerIndex> peer_index(int peer_rank) { return resolve(peer_rank); }
+  // A persistent channel waits on `peer_rank` (progress lock held): the peer is watched as
+  // if a request waited on it (TETHER_PEER_TIMEOUT). Calls pair up, one unwatch per watch.
+  void watch_peer(int peer_rank) noexcept;
+  void unwatch_peer(int peer_rank) noexcept;
+  // Why `peer_rank` counts as dead: "rank 2 on host h3 is unreachable: ...".
+  [[nodiscard]] std::string peer_failure(int peer_rank) const { return failure_reason(peer_rank); }
   [[nodiscard]] bool peer_dead(int peer_rank) const noexcept {
     return dead_[static_cast<std::size_t>(peer_rank)]->load(std::memory_order_relaxed);
   }

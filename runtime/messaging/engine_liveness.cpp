@@ -1,4 +1,5 @@
-// Peer liveness. A peer that a pending send or receive waits on is watched: when nothing
+// Peer liveness. A peer that a pending send or receive (or a persistent channel) waits on
+// is watched: when nothing
 // came from it for a quarter of TETHER_PEER_TIMEOUT it gets a probe, which its engine
 // answers on its next progress pass; when still nothing came after the whole timeout it
 // is unreachable, and requests with it fail naming it. Transport errors that say a peer
@@ -18,19 +19,29 @@ double seconds(std::chrono::nanoseconds duration) { return std::chrono::duration
 }  // namespace
 
 void Engine::watch_request(RequestSlot* slot) noexcept {
-  if (slot->peer < 0 || slot->peer == rank_ || options_.peer_timeout.count() == 0) return;
-  PeerState& peer = peers_[static_cast<std::size_t>(slot->peer)];
+  if (slot->peer < 0 || slot->peer == rank_ || options_.peer_timeout.count() == 0) return;  // 0s: never
   slot->watched = true;
-  if (peer.waiting_requests++ > 0) return;
-  peer.watch_restarted = true;
-  if (peer.watched) return;
-  peer.watched = true;
-  watched_peers_.push_back(slot->peer);
+  watch_peer(slot->peer);
 }
 
 void Engine::unwatch_request(RequestSlot* slot) noexcept {
   slot->watched = false;
-  --peers_[static_cast<std::size_t>(slot->peer)].waiting_requests;
+  unwatch_peer(slot->peer);
+}
+
+void Engine::watch_peer(int peer_rank) noexcept {
+  if (peer_rank < 0 || peer_rank >= size_ || peer_rank == rank_ || options_.peer_timeout.count() == 0) return;
+  PeerState& peer = peers_[static_cast<std::size_t>(peer_rank)];
+  if (peer.waiting_requests++ > 0) return;
+  peer.watch_restarted = true;
+  if (peer.watched) return;
+  peer.watched = true;
+  watched_peers_.push_back(peer_rank);
+}
+
+void Engine::unwatch_peer(int peer_rank) noexcept {
+  if (peer_rank < 0 || peer_rank >= size_ || peer_rank == rank_ || options_.peer_timeout.count() == 0) return;
+  --peers_[static_cast<std::size_t>(peer_rank)].waiting_requests;
 }
 
 void Engine::check_liveness() noexcept {
@@ -68,7 +79,7 @@ void Engine::check_peer(int peer, Clock::time_point now) noexcept {
   }
   if (probe_outstanding && quiet >= timeout && now - state.probed_at >= timeout / 2) {
     note_unreachable(peer, fmt::format("nothing came from it for {:.1f} s, not even the answer to a probe, while "
-                                       "{} request(s) waited on it (TETHER_PEER_TIMEOUT is {:g} s)",
+                                       "{} operation(s) waited on it (TETHER_PEER_TIMEOUT is {:g} s)",
                                        seconds(quiet), state.waiting_requests, seconds(timeout)));
   }
 }
