@@ -40,6 +40,8 @@ Expected<std::vector<std::string>> parse_namespace_list(std::string_view text) {
     std::string_view name = text.substr(start, comma - start);
     if (name.empty() || name.find('/') != std::string_view::npos || name == "." || name == "..")
       return tl::unexpected(usage_error(fmt::format("--netns '{}' is not a comma-separated list of namespace names", text)));
+    if (std::find(names.begin(), names.end(), name) != names.end())
+      return tl::unexpected(usage_error(fmt::format("--netns names '{}' twice: each host is one namespace", name)));
     names.emplace_back(name);
     start = comma + 1;
   }
