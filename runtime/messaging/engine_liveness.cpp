@@ -133,7 +133,8 @@ std::string Engine::failure_reason(int peer) const {
   if (peer >= 0 && static_cast<std::size_t>(peer) < failure_reasons_.size() &&
       !failure_reasons_[static_cast<std::size_t>(peer)].empty())
     return failure_reasons_[static_cast<std::size_t>(peer)];
-  return fmt::format("{} died", describe_peer(peer));
+  bool dead = peer >= 0 && peer < size_ && dead_[static_cast<std::size_t>(peer)]->load();
+  return fmt::format("{} {}", describe_peer(peer), dead ? "died" : "could not be reached (the log above says why)");
 }
 
 std::string Engine::describe_peer(int peer) const {
