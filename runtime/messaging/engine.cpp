@@ -266,6 +266,7 @@ void Engine::fail_requests_of_dead_peers() noexcept {
   std::uint64_t deaths = deaths_.load(std::memory_order_acquire);
   if (deaths == deaths_applied_) return;
   deaths_applied_ = deaths;
+  drop_backlog_of_dead_peers();
   for (int peer = 0; peer < size_ && channel_events_; ++peer)
     if (dead_[static_cast<std::size_t>(peer)]->load()) channel_events_->on_peer_death(peer);
   for (std::uint32_t i = 0; i < requests_.capacity(); ++i) {

@@ -186,6 +186,7 @@ class Engine {
   void post_bounce(int peer_rank, std::byte* bounce, std::size_t length, RequestSlot* eager_request) noexcept;
   Status try_send(const Outgoing& outgoing) noexcept;
   void flush_backlog() noexcept;
+  void drop_backlog_of_dead_peers() noexcept;
   Expected<transport::PeerIndex> resolve(int peer_rank);
 
   // Receiving and matching (engine_match.cpp).
