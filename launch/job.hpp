@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "launch/launch_options.hpp"
+#include "launch/netns.hpp"
 #include "launch/pmix_server.hpp"
 #include "launch/tagged_output.hpp"
 
@@ -17,7 +18,8 @@ namespace tether::launch {
 
 class Job {
  public:
-  Job(const LaunchOptions& options, PmixServer& server, int signal_fd);
+  // `hosts` is empty, or holds one network namespace per host of the server's placement.
+  Job(const LaunchOptions& options, PmixServer& server, const NetworkNamespaces& hosts, int signal_fd);
   // Starts every rank, runs until they all ended, and returns tether-run's exit code.
   int run();
 
@@ -49,6 +51,7 @@ class Job {
 
   const LaunchOptions& options_;
   PmixServer& server_;
+  const NetworkNamespaces& hosts_;
   int signal_fd_;
   std::vector<Rank> ranks_;
   TaggedOutput output_;

@@ -1,6 +1,7 @@
-// Parses `tether-run -n N [--timeout D] [--kill-after D] [--tag-output] program args...`.
+// Parses `tether-run -n N [--timeout D] [--kill-after D] [--tag-output] [--netns A,B] program args...`.
 #include "launch/launch_options.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <string_view>
 
@@ -32,6 +33,21 @@ Expected<std::chrono::nanoseconds> parse_duration(std::string_view flag, std::st
   return std::chrono::nanoseconds(static_cast<std::int64_t>(*parsed));
 }
 
+Expected<std::vector<std::string>> parse_namespace_list(std::string_view text) {
+  std::vector<std::string> names;
+  for (std::size_t start = 0; start <= text.size();) {
+    std::size_t comma = std::min(text.find(',', start), text.size());
+    std::string_view name = text.substr(start, comma - start);
+    if (name.empty() || name.find('/') != std::string_view::npos || name == "." || name == "..")
+      return tl::unexpected(usage_error(fmt::format("--netns '{}' is not a comma-separated list of namespace names", text)));
+    if (std::find(names.begin(), names.end(), name) != names.end())
+      return tl::unexpected(usage_error(fmt::format("--netns names '{}' twice: each host is one namespace", name)));
+    names.emplace_back(name);
+    start = comma + 1;
+  }
+  return names;
+}
+
 // Applies one flag that takes a value; returns false when `flag` is not one of them.
 Expected<bool> apply_valued_flag(LaunchOptions& options, std::string_view flag, std::string_view value) {
   if (flag == "-n" || flag == "-np") {
@@ -42,6 +58,10 @@ Expected<bool> apply_valued_flag(LaunchOptions& options, std::string_view flag, 
     auto duration = parse_duration(flag, value);
     if (!duration) return tl::unexpected(duration.error());
     (flag == "--timeout" ? options.timeout : options.kill_after) = *duration;
+  } else if (flag == "--netns") {
+    auto names = parse_namespace_list(value);
+    if (!names) return tl::unexpected(names.error());
+    options.netns = std::move(*names);
   } else {
     return false;
   }
@@ -52,13 +72,16 @@ Expected<bool> apply_valued_flag(LaunchOptions& options, std::string_view flag, 
 
 std::string usage_text() {
   return "usage: tether-run -n N [--timeout DURATION] [--kill-after DURATION] [--tag-output]\n"
-         "                  program [args...]\n"
+         "                  [--netns NS1,NS2,...] program [args...]\n"
          "Starts N ranks of `program` on this node under an embedded PMIx server.\n"
          "  -n, -np N             number of ranks (1 to 4096)\n"
          "  --timeout DURATION    stop the job after DURATION (e.g. 30s, 5m); exit code 124\n"
          "  --kill-after DURATION after a rank fails, how long the others may run before\n"
          "                        SIGTERM, then SIGKILL 2 s later (default 10s)\n"
          "  --tag-output          prefix every output line with \"[rank R] \"\n"
+         "  --netns NS1,NS2,...   one host per network namespace (/run/netns/NAME): rank r\n"
+         "                        runs in namespace r % count; ranks on different hosts\n"
+         "                        talk over the network transport\n"
          "  --oversubscribe       accepted for mpirun habits; ranks may outnumber cores\n"
          "The exit code is 0 when every rank exits 0; otherwise the first failure's exit\n"
          "code, or 128+signal for a rank killed by a signal.\n";

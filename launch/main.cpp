@@ -6,11 +6,14 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "launch/job.hpp"
 #include "launch/launch_options.hpp"
+#include "launch/netns.hpp"
+#include "launch/placement.hpp"
 #include "launch/pmix_server.hpp"
 #include "launch/temp_dir.hpp"
 
@@ -29,18 +32,33 @@ int open_signal_fd() {
   return signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
+int launcher_failed(const tether::Error& error) {
+  std::fputs(fmt::format("tether-run: {}\n", error.message()).c_str(), stderr);
+  return kLauncherFailed;
+}
+
+// With --netns: the namespaces, and the interface of ours they all reach (for PMIx).
+tether::Expected<std::optional<tether::launch::SharedInterface>> open_hosts(
+    const tether::launch::LaunchOptions& options, tether::launch::NetworkNamespaces& hosts) {
+  if (options.netns.empty()) return std::optional<tether::launch::SharedInterface>();
+  auto opened = tether::launch::NetworkNamespaces::open(options.netns);
+  if (!opened) return tl::unexpected(opened.error());
+  hosts = std::move(*opened);
+  auto shared = hosts.shared_interface();
+  if (!shared) return tl::unexpected(shared.error());
+  return std::optional(*shared);
+}
+
 int run_job(const tether::launch::LaunchOptions& options, int signal_fd) {
+  tether::launch::NetworkNamespaces hosts;
+  auto listen_on = open_hosts(options, hosts);
+  if (!listen_on) return launcher_failed(listen_on.error());
   auto directory = tether::launch::PrivateTempDir::create();
-  if (!directory) {
-    std::fputs(fmt::format("tether-run: {}\n", directory.error().message()).c_str(), stderr);
-    return kLauncherFailed;
-  }
-  auto server = tether::launch::PmixServer::start(directory->path(), options.ranks);
-  if (!server) {
-    std::fputs(fmt::format("tether-run: {}\n", server.error().message()).c_str(), stderr);
-    return kLauncherFailed;
-  }
-  tether::launch::Job job(options, **server, signal_fd);
+  if (!directory) return launcher_failed(directory.error());
+  auto placement = tether::launch::make_placement(options.ranks, options.netns);
+  auto server = tether::launch::PmixServer::start(directory->path(), std::move(placement), *listen_on);
+  if (!server) return launcher_failed(server.error());
+  tether::launch::Job job(options, **server, hosts, signal_fd);
   return job.run();
 }
 

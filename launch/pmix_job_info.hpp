@@ -1,5 +1,5 @@
 // InfoList: builds pmix_info_t arrays (PMIx_Info_list_*); job_info(): what tether-run tells
-// PMIx about a single-node job (sizes, local peers, node and per-rank data).
+// PMIx about the job (sizes, local peers, node and per-rank data).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 
 #include <pmix_server.h>
 
+#include "launch/placement.hpp"
 #include "tether/error.hpp"
 
 namespace tether::launch {
@@ -56,6 +57,6 @@ class InfoList {
 };
 
 // The job-level, node-level and per-rank information for PMIx_server_register_nspace.
-Expected<std::unique_ptr<InfoList>> job_info(const std::string& job_id, int ranks);
+Expected<std::unique_ptr<InfoList>> job_info(const std::string& job_id, const Placement& placement);
 
 }  // namespace tether::launch

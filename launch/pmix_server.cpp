@@ -70,8 +70,8 @@ pmix_status_t on_abort(const pmix_proc_t* proc, void* server_object, int status,
 
 void release_blob(void* blob) { std::free(blob); }
 
-// Every participant is on this node, so the library has already gathered all of their
-// contributions: hand the blob straight back. The blob is ours; PMIx frees it through
+// Every participant is a client of this one server (also the --netns "hosts"), so the
+// library has already gathered all of their contributions: hand the blob straight back. The blob is ours; PMIx frees it through
 // release_blob once it has copied it out.
 pmix_status_t on_fence(const pmix_proc_t[], size_t, const pmix_info_t[], size_t, char* data, size_t ndata,
                        pmix_modex_cbfunc_t cbfunc, void* cbdata) {
@@ -79,8 +79,8 @@ pmix_status_t on_fence(const pmix_proc_t[], size_t, const pmix_info_t[], size_t,
   return PMIX_SUCCESS;
 }
 
-// The library answers requests for local ranks itself; this is only asked about ranks on
-// other nodes, and a single-node job has none.
+// The library answers requests for its own clients itself; this is only asked about
+// ranks served elsewhere, and every rank of a tether-run job is a client of this server.
 pmix_status_t on_direct_modex(const pmix_proc_t*, const pmix_info_t[], size_t, pmix_modex_cbfunc_t, void*) {
   return PMIX_ERR_NOT_FOUND;
 }
@@ -101,14 +101,27 @@ pmix_server_module_t make_module() {
   return module;
 }
 
-Expected<void> init_library(const std::string& tmpdir, const std::string& job_id) {
+// Loopback by default. Ranks in other network namespaces have a loopback of their own, so
+// then the listener moves to the one interface they all reach (IPv4 only: PMIx would
+// otherwise take whichever address of it comes first, possibly link-local IPv6).
+void add_listener(InfoList& info, const std::optional<SharedInterface>& listen_on) {
+  info.add_flag(PMIX_SERVER_REMOTE_CONNECTIONS, listen_on.has_value());
+  if (!listen_on) return;
+  info.add_text(PMIX_TCP_IF_INCLUDE, listen_on->name);
+  info.add_flag(PMIX_TCP_DISABLE_IPV6, true);
+  log::info("launch", "PMIx server listens on {} ({}) for ranks in other network namespaces", listen_on->name,
+            listen_on->address);
+}
+
+Expected<void> init_library(const std::string& tmpdir, const std::string& job_id,
+                            const std::optional<SharedInterface>& listen_on) {
   static pmix_server_module_t module = make_module();
   InfoList info;
   info.add_text(PMIX_SERVER_TMPDIR, tmpdir);
   info.add_text(PMIX_SYSTEM_TMPDIR, tmpdir);
   info.add_text(PMIX_SERVER_NSPACE, job_id + ".server");
   info.add_rank(PMIX_SERVER_RANK, 0);
-  info.add_flag(PMIX_SERVER_REMOTE_CONNECTIONS, false);
+  add_listener(info, listen_on);
   info.add_flag(PMIX_SERVER_TOOL_SUPPORT, false);
   auto array = info.to_array();
   pmix_status_t rc = PMIx_server_init(&module, array.info(), array.count());
@@ -131,11 +144,13 @@ std::vector<std::string> take_env(char** env) {
 
 }  // namespace
 
-Expected<std::unique_ptr<PmixServer>> PmixServer::start(const std::string& tmpdir, int ranks) {
+Expected<std::unique_ptr<PmixServer>> PmixServer::start(const std::string& tmpdir, Placement placement,
+                                                        const std::optional<SharedInterface>& listen_on) {
   std::string job_id = fmt::format("tether-run.{}", getpid());
-  if (auto initialised = init_library(tmpdir, job_id); !initialised) return tl::unexpected(initialised.error());
+  if (auto initialised = init_library(tmpdir, job_id, listen_on); !initialised)
+    return tl::unexpected(initialised.error());
   int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  std::unique_ptr<PmixServer> server(new PmixServer(job_id, ranks, wake_fd));
+  std::unique_ptr<PmixServer> server(new PmixServer(job_id, std::move(placement), wake_fd));
   if (wake_fd < 0) {
     return make_error(Errc::out_of_memory, fmt::format("eventfd failed: {}", std::strerror(errno)),
                       "raise the open-file limit (ulimit -n)", errno);
@@ -144,10 +159,10 @@ Expected<std::unique_ptr<PmixServer>> PmixServer::start(const std::string& tmpdi
   return server;
 }
 
-PmixServer::PmixServer(std::string job_id, int ranks, int wake_fd)
-    : job_id_(std::move(job_id)), ranks_(ranks), wake_fd_(wake_fd),
-      finalized_(new std::atomic<bool>[static_cast<std::size_t>(ranks)]) {
-  for (int rank = 0; rank < ranks; ++rank) finalized_[static_cast<std::size_t>(rank)] = false;
+PmixServer::PmixServer(std::string job_id, Placement placement, int wake_fd)
+    : job_id_(std::move(job_id)), placement_(std::move(placement)), ranks_(placement_.ranks()), wake_fd_(wake_fd),
+      finalized_(new std::atomic<bool>[static_cast<std::size_t>(ranks_)]) {
+  for (int rank = 0; rank < ranks_; ++rank) finalized_[static_cast<std::size_t>(rank)] = false;
 }
 
 // PMIx 4.2.2 can crash or deadlock in PMIx_server_finalize after a client vanished
@@ -175,7 +190,7 @@ bool PmixServer::every_rank_finalized() const {
 }
 
 Expected<void> PmixServer::register_job() {
-  auto info = job_info(job_id_, ranks_);
+  auto info = job_info(job_id_, placement_);
   if (!info) return tl::unexpected(info.error());
   auto array = (*info)->to_array();
   auto registered = call_and_wait("PMIx_server_register_nspace", [&](pmix_op_cbfunc_t cbfunc, void* cbdata) {
@@ -196,6 +211,10 @@ Expected<std::vector<std::string>> PmixServer::prepare_rank(int rank) {
   char** env = static_cast<char**>(std::calloc(1, sizeof(char*)));
   pmix_status_t rc = PMIx_server_setup_fork(&proc, &env);
   auto entries = take_env(env);
+  // PMIx clients take their node's name from PMIX_HOSTNAME: it selects the node-level
+  // values (local peers) that describe the rank's own host.
+  if (placement_.host_count() > 1)
+    entries.push_back(fmt::format("PMIX_HOSTNAME={}", placement_.host_name(placement_.host_of(rank))));
   if (rc != PMIX_SUCCESS) {
     return make_error(Errc::unsupported, fmt::format("PMIx_server_setup_fork(rank {}) failed: {}", rank,
                                                      pmix::status_text(rc)),

@@ -1,4 +1,4 @@
-// PmixServer: the PMIx server library hosted by tether-run for one single-node job. It
+// PmixServer: the PMIx server library hosted by tether-run for one job. It
 // registers the job's namespace and ranks, hands each rank its PMIx environment, serves
 // fence and direct modex, and tells survivors when a rank dies.
 #pragma once
@@ -6,9 +6,12 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "launch/netns.hpp"
+#include "launch/placement.hpp"
 #include "tether/error.hpp"
 
 namespace tether::launch {
@@ -22,8 +25,11 @@ struct AbortRequest {
 
 class PmixServer {
  public:
-  // PMIx_server_init with its files under `tmpdir`, then registers `ranks` ranks.
-  static Expected<std::unique_ptr<PmixServer>> start(const std::string& tmpdir, int ranks);
+  // PMIx_server_init with its files under `tmpdir`, then registers the placed ranks. The
+  // server listens on loopback, or only on `listen_on` when the ranks run in other
+  // network namespaces (--netns).
+  static Expected<std::unique_ptr<PmixServer>> start(const std::string& tmpdir, Placement placement,
+                                                     const std::optional<SharedInterface>& listen_on);
   ~PmixServer();  // deregisters the job, PMIx_server_finalize
   PmixServer(const PmixServer&) = delete;
   PmixServer& operator=(const PmixServer&) = delete;
@@ -39,16 +45,18 @@ class PmixServer {
   [[nodiscard]] bool finalized(int rank) const;
   [[nodiscard]] bool every_rank_finalized() const;
   [[nodiscard]] const std::string& job_id() const { return job_id_; }
+  [[nodiscard]] const Placement& placement() const { return placement_; }
 
   // Called by the PMIx module callbacks (PMIx progress thread).
   void record_finalized(int rank);
   void record_abort(AbortRequest request);
 
  private:
-  PmixServer(std::string job_id, int ranks, int wake_fd);
+  PmixServer(std::string job_id, Placement placement, int wake_fd);
   Expected<void> register_job();
 
   std::string job_id_;
+  Placement placement_;
   int ranks_;
   int wake_fd_;
   bool job_registered_ = false;

@@ -3,6 +3,7 @@
 #include "launch/rank_process.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -50,8 +51,16 @@ void close_fd(int& fd) {
   fd = -1;
 }
 
-[[noreturn]] void run_child(ChildPipes& pipes, char** argv, char** envp, bool capture) {
+// A failed setns() goes back through the exec-status pipe as a negative errno.
+[[noreturn]] void report_and_exit(ChildPipes& pipes, int code) {
+  ssize_t written = write(pipes.exec_status[1], &code, sizeof(code));
+  (void)written;
+  _exit(127);
+}
+
+[[noreturn]] void run_child(ChildPipes& pipes, char** argv, char** envp, bool capture, int netns_fd) {
   setpgid(0, 0);
+  if (netns_fd >= 0 && setns(netns_fd, CLONE_NEWNET) != 0) report_and_exit(pipes, -errno);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -63,10 +72,7 @@ void close_fd(int& fd) {
     dup2(pipes.err[1], STDERR_FILENO);
   }
   execvpe(argv[0], argv, envp);
-  int error = errno;
-  ssize_t written = write(pipes.exec_status[1], &error, sizeof(error));
-  (void)written;
-  _exit(127);
+  report_and_exit(pipes, errno);
 }
 
 Expected<void> open_pipes(ChildPipes& pipes, bool capture) {
@@ -87,6 +93,11 @@ Expected<void> wait_for_exec(ChildPipes& pipes, const std::string& program) {
   } while (got < 0 && errno == EINTR);
   close_fd(pipes.exec_status[0]);
   if (got <= 0) return {};
+  if (child_errno < 0) {
+    return make_error(Errc::invalid_argument,
+                      fmt::format("cannot enter the rank's network namespace: setns: {}", strerror(-child_errno)),
+                      "run tether-run as root and pass --netns names that `ip netns list` shows", -child_errno);
+  }
   return make_error(Errc::invalid_argument, fmt::format("cannot run '{}': {}", program, strerror(child_errno)),
                     "check the program path (absolute, relative to the current directory, or on PATH) and "
                     "that it is executable", child_errno);
@@ -102,7 +113,7 @@ Expected<RankProcess> spawn_rank(const SpawnRequest& request) {
   ChildPipes pipes;
   if (auto opened = open_pipes(pipes, request.capture_output); !opened) return tl::unexpected(opened.error());
   pid_t pid = fork();
-  if (pid == 0) run_child(pipes, argv.data(), envp.data(), request.capture_output);
+  if (pid == 0) run_child(pipes, argv.data(), envp.data(), request.capture_output, request.netns_fd);
   int fork_errno = errno;
   close_fd(pipes.out[1]);
   close_fd(pipes.err[1]);

@@ -20,6 +20,7 @@ struct SpawnRequest {
   const std::vector<std::string>* command = nullptr;
   std::vector<std::string> extra_env;  // NAME=value entries that override the inherited ones
   bool capture_output = false;
+  int netns_fd = -1;                   // >= 0: the child enters this network namespace before exec
 };
 
 // Forks and execs; reports exec failures (no such program...) as errors, not exit codes.

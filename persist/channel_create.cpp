@@ -293,6 +293,7 @@ void ChannelRegistry::close(ChannelState& channel) noexcept {
   if (channel.role == Role::receive && unreleased > 0)
     log::warn("persist", "receive channel from rank {} (tag {}) closed with {} messages not released",
               channel.shape.peer, channel.shape.tag, unreleased);
+  set_waiting(channel, false);
   channel.closed = true;  // pool memory stays until the runtime ends: the peer may still write
   if (channel.send.writes_in_flight == 0) release_registration(channel);
 }

@@ -75,6 +75,8 @@ Status ChannelRegistry::take_landed(ChannelState& channel, std::span<const std::
                   "release() a message before asking for the next");
   auto slot = static_cast<std::uint32_t>(receive.delivered % channel.shape.slots);
   if (receive.complete[slot] == 0) check_flag(channel, slot);
+  set_waiting(channel, receive.complete[slot] == 0 && channel.phase != Phase::failed);
+  if (channel.phase == Phase::failed) return failed(channel);
   if (receive.complete[slot] == 0) return Status::posted;
   message = {channel.buffer_at(slot), receive.landed_bytes[slot]};
   ++receive.delivered;

@@ -81,9 +81,17 @@ Status ChannelRegistry::refuse(ChannelState& channel, Errc code, std::string cau
   return Status::error;
 }
 
+void ChannelRegistry::set_waiting(ChannelState& channel, bool waiting) noexcept {
+  if (channel.watching_peer == waiting) return;
+  channel.watching_peer = waiting;
+  if (waiting) engine_.watch_peer(channel.shape.peer);
+  else engine_.unwatch_peer(channel.shape.peer);
+}
+
 Status ChannelRegistry::fail_channel(ChannelState& channel, Errc code, std::string cause, std::string remedy) noexcept {
   if (channel.phase == Phase::failed) return failed(channel);
   channel.phase = Phase::failed;
+  set_waiting(channel, false);
   try {
     channel.failure = Error{code, 0,
                             fmt::format("{} channel with rank {} (tag {}): {}", role_name(channel.role),
@@ -109,7 +117,7 @@ void ChannelRegistry::reject(const char* why, std::uint64_t notification) noexce
 void ChannelRegistry::on_peer_death(int rank) noexcept {
   for (auto& channel : channels_)
     if (!channel->closed && channel->shape.peer == rank && channel->phase != Phase::failed)
-      (void)fail_channel(*channel, Errc::peer_unreachable, fmt::format("rank {} died", rank),
+      (void)fail_channel(*channel, Errc::peer_unreachable, engine_.peer_failure(rank),
                          "the channel cannot be used again; recreate it with a live peer");
 }
 

@@ -38,6 +38,9 @@ class ChannelRegistry final : public messaging::ChannelEvents {
 
   [[nodiscard]] messaging::Engine& engine() noexcept { return engine_; }
   [[nodiscard]] ChannelStats stats() const noexcept { return stats_; }
+  // The channel waits on its peer (a message, credits, writes), or no longer does: the
+  // engine watches the peer meanwhile (TETHER_PEER_TIMEOUT). Progress lock held.
+  void set_waiting(ChannelState& channel, bool waiting) noexcept;
 
   // messaging::ChannelEvents (the progress lock is held).
   void on_notification(const transport::Completion& completion) noexcept override;

@@ -50,7 +50,9 @@ Status ChannelRegistry::start_locked(ChannelState& channel, std::size_t bytes) n
     return refuse(channel, Errc::invalid_argument,
                   fmt::format("the previous message still has {} partitions not ready", send.partitions_left),
                   "call ready() for every partition before the next start()");
-  if (send.started - credits_of(channel) >= shape.slots) return Status::retry;  // every slot is the receiver's
+  bool no_credit = send.started - credits_of(channel) >= shape.slots;  // every slot is the receiver's
+  set_waiting(channel, no_credit);
+  if (no_credit) return Status::retry;
   if (send.buffer_writes[send.started % channel.buffer_count()] > 0) return Status::retry;
   if (shape.partitions > 1) {
     send.partitions_left = shape.partitions;
@@ -160,6 +162,7 @@ Status ChannelRegistry::sent_state(ChannelState& channel) noexcept {
     return refuse(channel, Errc::invalid_argument,
                   fmt::format("waiting for a message with {} partitions not ready", channel.send.partitions_left),
                   "call ready() for every partition first");
+  set_waiting(channel, channel.send.writes_in_flight > 0);
   return channel.send.writes_in_flight == 0 ? Status::done : Status::posted;
 }
 

@@ -101,6 +101,7 @@ struct ChannelState {
   bool self = false;  // the peer is this rank: memcpy, no transport
   Phase phase = Phase::connecting;
   bool closed = false;
+  bool watching_peer = false;  // this channel waits on its peer: the engine watches it
   Error failure;      // why the channel failed, for every later call
   Error last_error;   // the last call's refusal
 

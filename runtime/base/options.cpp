@@ -78,6 +78,10 @@ constexpr Option kOptions[] = {
      "auto|put|get"},
     {"TETHER_RNDV_CHUNK", "2M", Kind::size, "Rendezvous transfers move in RMA operations of at most this size"},
     {"TETHER_PROGRESS_THREAD", "off", Kind::boolean, "Run a thread that drives progress continuously"},
+    {"TETHER_PEER_TIMEOUT", "30s", Kind::duration,
+     "A rank that a pending send or receive waits on, and from which nothing came for this long (not even "
+     "the answer to a probe, which it gives whenever it calls into the runtime), is unreachable: requests "
+     "with it fail with peer_unreachable naming it (0s: never)"},
     {"TETHER_SHM", "on", Kind::boolean,
      "Use the shared-memory path for peers on this node (off: the network transport for all)"},
     {"TETHER_SHM_TRANSPORT", "own", Kind::choice,

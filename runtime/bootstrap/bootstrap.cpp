@@ -125,6 +125,22 @@ std::string pmix_version_text() {
                      PMIX_VERSION_RELEASE, PMIx_Get_version());
 }
 
+std::string Bootstrap::host_of(int peer) const {
+  if (peer == identity_.rank) return identity_.hostname;
+  pmix_info_t optional;
+  bool local_only = true;
+  PMIX_INFO_LOAD(&optional, PMIX_OPTIONAL, &local_only, PMIX_BOOL);
+  const pmix_proc_t proc = pmix::make_proc(identity_.job_id, static_cast<pmix_rank_t>(peer));
+  pmix_value_t* value = nullptr;
+  std::string host;
+  if (PMIx_Get(&proc, PMIX_HOSTNAME, &optional, 1, &value) == PMIX_SUCCESS && value != nullptr) {
+    if (value->type == PMIX_STRING && value->data.string != nullptr) host = value->data.string;
+    PMIX_VALUE_RELEASE(value);
+  }
+  PMIX_INFO_DESTRUCT(&optional);
+  return host;
+}
+
 bool Bootstrap::peer_alive(int peer) const { return !health_->why_unreachable(peer).has_value(); }
 
 void Bootstrap::on_peer_death(std::function<void(int peer, std::string_view why)> callback) {

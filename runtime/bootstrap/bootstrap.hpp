@@ -59,6 +59,9 @@ class Bootstrap {
   [[noreturn]] void abort(int exit_code, std::string_view reason);
 
   [[nodiscard]] bool peer_alive(int peer) const;
+  // The host `peer` runs on, from the job data the launcher gave at start-up (never asks
+  // the server, so it works when the server is out of reach); empty if it did not say.
+  [[nodiscard]] std::string host_of(int peer) const;
   // Called from the PMIx event thread with the rank that died and why.
   void on_peer_death(std::function<void(int peer, std::string_view why)> callback);
 

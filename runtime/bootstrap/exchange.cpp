@@ -7,6 +7,7 @@
 #include <pmix.h>
 
 #include "runtime/base/config.hpp"
+#include "runtime/base/log.hpp"
 #include "runtime/bootstrap/bootstrap.hpp"
 #include "runtime/bootstrap/peer_health.hpp"
 #include "runtime/bootstrap/pmix_values.hpp"
@@ -80,14 +81,21 @@ Expected<void> Bootstrap::publish() {
 }
 
 // A peer still starting has not committed yet: servers that answer NOT-FOUND at once
-// (tether-run's) get asked again, with a growing pause, until the bootstrap timeout.
+// (tether-run's) get asked again, with a growing pause, until the bootstrap timeout. So do
+// early TIMEOUT answers: PMIx 4.2 gives them for a rank on another node that is slow to
+// commit (tether-run --netns with packet loss), long before TETHER_BOOTSTRAP_TIMEOUT.
 Expected<std::vector<std::byte>> Bootstrap::get(int peer, std::string_view key) {
-  auto deadline = std::chrono::steady_clock::now() + timeout_;
+  const auto started = std::chrono::steady_clock::now();
+  auto deadline = started + timeout_;
   auto pause = std::chrono::microseconds(200);
   for (;;) {
     auto bytes = get_once(peer, key);
-    bool not_yet = !bytes && bytes.error().sys_errno == PMIX_ERR_NOT_FOUND;
+    bool timed_out = !bytes && bytes.error().sys_errno == PMIX_ERR_TIMEOUT;
+    bool not_yet = timed_out || (!bytes && bytes.error().sys_errno == PMIX_ERR_NOT_FOUND);
     if (!not_yet || (timeout_.count() > 0 && std::chrono::steady_clock::now() > deadline)) return bytes;
+    if (timed_out)
+      log::info("bootstrap", "get of '{}' from rank {}: PMIx answered TIMEOUT {:.3f} s after the first try; asking again",
+                key, peer, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     std::this_thread::sleep_for(pause);
     pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(50));
   }

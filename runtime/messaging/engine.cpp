@@ -27,6 +27,7 @@ EngineOptions EngineOptions::from_config() {
   options.unexpected_max = static_cast<std::size_t>(config.integer("TETHER_UNEXPECTED_MAX"));
   options.rendezvous_protocol = std::string(config.choice("TETHER_RNDV_PROTOCOL"));
   options.progress_thread = config.flag("TETHER_PROGRESS_THREAD");
+  options.peer_timeout = config.duration("TETHER_PEER_TIMEOUT");
   return options;
 }
 
@@ -98,7 +99,9 @@ Expected<void> Engine::start() {
 
 // Called from the PMIx event thread.
 void Engine::note_death(int peer, std::string_view why) noexcept {
-  if (peer < 0 || peer >= size_ || dead_[static_cast<std::size_t>(peer)]->exchange(true)) return;
+  if (peer < 0 || peer >= size_ || dead_[static_cast<std::size_t>(peer)]->load()) return;
+  record_failure_reason(peer, fmt::format("rank {} died ({})", peer, why));
+  if (dead_[static_cast<std::size_t>(peer)]->exchange(true)) return;
   deaths_.fetch_add(1);
   log::warn("runtime", "rank {} died ({}); requests to and from it fail", peer, why);
 }
@@ -179,7 +182,7 @@ Status Engine::start_send(const void* buffer, std::size_t bytes, int peer, int t
     return refuse(Errc::invalid_argument, fmt::format("send of {} bytes from a null buffer", bytes),
                   "pass the buffer, or 0 bytes");
   if (dead_[static_cast<std::size_t>(peer)]->load())
-    return refuse(Errc::peer_unreachable, fmt::format("rank {} died", peer), "stop sending to it");
+    return refuse(Errc::peer_unreachable, failure_reason(peer), "stop sending to it");
   return start_internal(RequestKind::send, const_cast<void*>(buffer), bytes, peer, tag, request);
 }
 
@@ -200,12 +203,21 @@ Status Engine::finish_test(RequestSlot* slot, Request& request, MessageInfo* inf
   if (state == SlotState::pending) return Status::posted;
   if (info != nullptr) *info = slot->info;
   Errc error = slot->info.error;
-  if (error != Errc::ok)
-    (void)refuse(error, fmt::format("request failed: {}", errc_name(error)),
-           error == Errc::truncated ? "post a receive buffer as large as the message" : "see the log for the peer");
+  if (error != Errc::ok) (void)refuse_failed(slot, error);
   requests_.release(slot);
   request = Request{};
   return error == Errc::ok ? Status::done : Status::error;
+}
+
+Status Engine::refuse_failed(const RequestSlot* slot, Errc error) noexcept {
+  if (error == Errc::peer_unreachable && slot->peer >= 0) {
+    return refuse(error, fmt::format("{} with rank {} failed: {}", slot->kind == RequestKind::send ? "send" : "receive",
+                                     slot->peer, failure_reason(slot->peer)),
+                  "check that rank's host and the network to it; if it computes for longer than "
+                  "TETHER_PEER_TIMEOUT without calling the runtime, raise it or set TETHER_PROGRESS_THREAD=on");
+  }
+  return refuse(error, fmt::format("request failed: {}", errc_name(error)),
+                error == Errc::truncated ? "post a receive buffer as large as the message" : "see the log for the peer");
 }
 
 Status Engine::test(Request& request, MessageInfo* info) noexcept {
@@ -234,10 +246,12 @@ void Engine::progress() noexcept {
   fail_requests_of_dead_peers();
   flush_backlog();
   poll_transport();
+  check_liveness();
   if (channel_events_) channel_events_->on_progress();
 }
 
 void Engine::run_command(RequestSlot* slot) noexcept {
+  watch_request(slot);
   if (slot->kind == RequestKind::receive) return post_receive(slot);
   if (slot->peer == rank_) return send_to_self(slot);
   send_to_peer(slot);
@@ -245,6 +259,7 @@ void Engine::run_command(RequestSlot* slot) noexcept {
 
 void Engine::complete(RequestSlot* slot, Errc error) noexcept {
   if (slot->state.load(std::memory_order_relaxed) != SlotState::pending) return;
+  if (slot->watched) unwatch_request(slot);
   unexpose(slot);
   slot->info.error = error;
   slot->state.store(error == Errc::ok ? SlotState::done : SlotState::failed, std::memory_order_release);
@@ -254,14 +269,15 @@ void Engine::fail_requests_of_dead_peers() noexcept {
   std::uint64_t deaths = deaths_.load(std::memory_order_acquire);
   if (deaths == deaths_applied_) return;
   deaths_applied_ = deaths;
+  drop_backlog_of_dead_peers();
   for (int peer = 0; peer < size_ && channel_events_; ++peer)
     if (dead_[static_cast<std::size_t>(peer)]->load()) channel_events_->on_peer_death(peer);
   for (std::uint32_t i = 0; i < requests_.capacity(); ++i) {
     RequestSlot* slot = requests_.at(i);
     if (slot->state.load(std::memory_order_acquire) != SlotState::pending || slot->peer < 0) continue;
     if (!dead_[static_cast<std::size_t>(slot->peer)]->load()) continue;
-    log::error("runtime", "a {} with rank {} (tag {}) fails: the rank died",
-               slot->kind == RequestKind::send ? "send" : "receive", slot->peer, slot->tag);
+    log::error("runtime", "a {} with rank {} (tag {}) fails: {}", slot->kind == RequestKind::send ? "send" : "receive",
+               slot->peer, slot->tag, failure_reason(slot->peer));
     posted_.remove(slot);
     complete(slot, Errc::peer_unreachable);
   }
@@ -302,6 +318,7 @@ void Engine::handle(const transport::Completion& completion) noexcept {
 void Engine::handle_error(const transport::Completion& completion) noexcept {
   log::error("runtime", "transport error on {}: {} ({})", transport_->name(), completion.cause,
              errc_name(completion.error));
+  on_transport_peer_error(completion);
   switch (context_kind(completion.context)) {
     case ContextKind::receive_buffer:
       if (completion.buffer != nullptr) repost(completion.buffer);

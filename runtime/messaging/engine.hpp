@@ -30,6 +30,7 @@ struct EngineOptions {
   std::size_t unexpected_max = 4096;
   std::string rendezvous_protocol = "auto";  // auto | put | get
   bool progress_thread = false;
+  std::chrono::nanoseconds peer_timeout{std::chrono::seconds(30)};  // 0: peers never time out
 
   static EngineOptions from_config();
 };
@@ -87,6 +88,14 @@ struct PeerState {
   std::uint32_t next_receive_sequence = 0;
   std::map<std::uint32_t, HeldMessage> held;  // out-of-order arrivals by sequence
   bool failed = false;                        // failure already applied to requests
+  // Liveness (engine_liveness.cpp): requests waiting on this peer and when it last spoke.
+  std::uint32_t waiting_requests = 0;
+  bool watched = false;        // listed in Engine::watched_peers_
+  bool watch_restarted = true; // heard_at must restart at the next check
+  std::uint64_t heard_count = 0;       // messages received from it
+  std::uint64_t heard_count_seen = 0;  // at the last check
+  std::chrono::steady_clock::time_point heard_at{};   // last check that saw a new message
+  std::chrono::steady_clock::time_point probed_at{};  // probe outstanding while > heard_at
 };
 
 class Engine {
@@ -122,6 +131,12 @@ class Engine {
   [[nodiscard]] ChannelEvents* channel_events() noexcept { return channel_events_.get(); }
   [[nodiscard]] std::mutex& progress_mutex() noexcept { return progress_mutex_; }
   [[nodiscard]] Expected<transport::PeerIndex> peer_index(int peer_rank) { return resolve(peer_rank); }
+  // A persistent channel waits on `peer_rank` (progress lock held): the peer is watched as
+  // if a request waited on it (TETHER_PEER_TIMEOUT). Calls pair up, one unwatch per watch.
+  void watch_peer(int peer_rank) noexcept;
+  void unwatch_peer(int peer_rank) noexcept;
+  // Why `peer_rank` counts as dead: "rank 2 on host h3 is unreachable: ...".
+  [[nodiscard]] std::string peer_failure(int peer_rank) const { return failure_reason(peer_rank); }
   [[nodiscard]] bool peer_dead(int peer_rank) const noexcept {
     return dead_[static_cast<std::size_t>(peer_rank)]->load(std::memory_order_relaxed);
   }
@@ -140,6 +155,21 @@ class Engine {
   void note_death(int peer, std::string_view why) noexcept;
   Status refuse(Errc code, std::string cause, std::string remedy) noexcept;
   Status finish_test(RequestSlot* slot, Request& request, MessageInfo* info) noexcept;
+  Status refuse_failed(const RequestSlot* slot, Errc error) noexcept;
+
+  // Peer liveness: probes and TETHER_PEER_TIMEOUT (engine_liveness.cpp).
+  using Clock = std::chrono::steady_clock;
+  void watch_request(RequestSlot* slot) noexcept;
+  void unwatch_request(RequestSlot* slot) noexcept;
+  void check_liveness() noexcept;
+  void check_peer(int peer, Clock::time_point now) noexcept;
+  void send_probe(int peer, MessageKind kind) noexcept;
+  void on_probe(const DecodedMessage& message) noexcept;
+  void on_transport_peer_error(const transport::Completion& completion) noexcept;
+  void note_unreachable(int peer, std::string why) noexcept;
+  void record_failure_reason(int peer, std::string why) noexcept;
+  [[nodiscard]] std::string failure_reason(int peer) const;
+  [[nodiscard]] std::string describe_peer(int peer) const;
 
   // Sending (engine_send.cpp).
   void send_to_peer(RequestSlot* slot) noexcept;
@@ -156,6 +186,7 @@ class Engine {
   void post_bounce(int peer_rank, std::byte* bounce, std::size_t length, RequestSlot* eager_request) noexcept;
   Status try_send(const Outgoing& outgoing) noexcept;
   void flush_backlog() noexcept;
+  void drop_backlog_of_dead_peers() noexcept;
   Expected<transport::PeerIndex> resolve(int peer_rank);
 
   // Receiving and matching (engine_match.cpp).
@@ -217,6 +248,11 @@ class Engine {
   std::vector<std::unique_ptr<std::atomic<bool>>> dead_;  // written by the PMIx event thread
   std::atomic<std::uint64_t> deaths_{0};
   std::uint64_t deaths_applied_ = 0;
+
+  std::vector<int> watched_peers_;           // peers with waiting requests (liveness)
+  std::uint32_t passes_since_liveness_check_ = 0;
+  mutable std::mutex failure_reasons_mutex_;  // note_death comes from the PMIx event thread
+  std::vector<std::string> failure_reasons_;  // why a rank counts as dead, by rank
 
   std::size_t bounces_in_flight_ = 0;  // posted sends whose completion has not come back
   std::atomic<std::uint64_t> messages_sent_{0};

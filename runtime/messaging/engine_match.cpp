@@ -55,9 +55,10 @@ void Engine::on_receive(const transport::Completion& completion) noexcept {
     log::error("runtime", "dropped a {}-byte message: {}", completion.length, message.error().message());
     return;
   }
-  if (!sequenced(message->header.kind)) return dispatch(*message);
   int source = static_cast<int>(message->header.source_rank);
   PeerState& peer = peers_[static_cast<std::size_t>(source)];
+  ++peer.heard_count;
+  if (!sequenced(message->header.kind)) return dispatch(*message);
   std::uint32_t sequence = message->header.sequence;
   if (sequence == peer.next_receive_sequence) {
     ++peer.next_receive_sequence;
@@ -89,6 +90,8 @@ void Engine::dispatch(const DecodedMessage& message) noexcept {
   switch (message.header.kind) {
     case MessageKind::cts: return on_cts(message);
     case MessageKind::fin: return on_fin(message);
+    case MessageKind::probe:
+    case MessageKind::probe_ack: return on_probe(message);
     case MessageKind::eager:
     case MessageKind::rts: return deliver(message);
   }

@@ -89,6 +89,20 @@ Status Engine::try_send(const Outgoing& outgoing) noexcept {
   return status;
 }
 
+// A dead or unreachable peer's queued messages would hold every later message to
+// other peers behind them for ever: they go, and their eager requests fail.
+void Engine::drop_backlog_of_dead_peers() noexcept {
+  for (auto it = backlog_.begin(); it != backlog_.end();) {
+    if (!peer_dead(it->peer)) {
+      ++it;
+      continue;
+    }
+    pinned_free(it->bounce);
+    if (it->eager_request != nullptr) complete(it->eager_request, Errc::peer_unreachable);
+    it = backlog_.erase(it);
+  }
+}
+
 void Engine::flush_backlog() noexcept {
   while (!backlog_.empty() && try_send(backlog_.front()) != Status::retry) backlog_.pop_front();
   resume_writes();

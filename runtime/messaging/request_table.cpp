@@ -14,6 +14,7 @@ RequestSlot* RequestTable::acquire(RequestKind kind, Request& request) noexcept 
   slot.kind = kind;
   slot.info = MessageInfo{};
   slot.registered = false;
+  slot.watched = false;
   slot.chunks_left = 0;
   slot.posted_bytes = 0;
   slot.transfer_bytes = 0;

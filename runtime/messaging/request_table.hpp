@@ -29,6 +29,7 @@ struct RequestSlot {
   int peer = kAnySource;  // destination of a send, wanted source of a receive
   int tag = kAnyTag;
   MessageInfo info;
+  bool watched = false;       // counted in its peer's waiting_requests (liveness)
   // Rendezvous state.
   RcacheHandle cached;        // a user buffer's registration from the engine's cache, or
   Registration registration;  // one registered for this transfer (the range spans cache entries)

@@ -18,13 +18,15 @@ std::size_t body_bytes(MessageKind kind) noexcept {
     case MessageKind::rts: return sizeof(RendezvousRequest);
     case MessageKind::cts: return sizeof(ClearToSend);
     case MessageKind::fin: return sizeof(RendezvousDone);
+    case MessageKind::probe:
+    case MessageKind::probe_ack: return 0;
   }
   return 0;
 }
 
 bool known_kind(MessageKind kind) noexcept {
   auto value = static_cast<std::uint8_t>(kind);
-  return value >= 1 && value <= 4;
+  return value >= 1 && value <= 6;
 }
 
 template <class Body>
@@ -67,7 +69,9 @@ Expected<DecodedMessage> decode(std::span<const std::byte> bytes, int job_size) 
     return malformed(fmt::format("source rank {} in a job of {}", header.source_rank, job_size));
   std::size_t expected = sizeof(MessageHeader) + body_bytes(header.kind);
   if (header.kind == MessageKind::eager) expected += header.message_bytes;
-  if (header.kind == MessageKind::eager ? bytes.size() != expected : bytes.size() < expected)
+  bool exact = header.kind == MessageKind::eager || header.kind == MessageKind::probe ||
+               header.kind == MessageKind::probe_ack;
+  if (exact ? bytes.size() != expected : bytes.size() < expected)
     return malformed(fmt::format("{} message of {} bytes, header says {}", static_cast<int>(header.kind),
                                  bytes.size(), expected));
   auto after_header = bytes.subspan(sizeof(MessageHeader));

@@ -20,6 +20,8 @@ enum class MessageKind : std::uint8_t {
   rts = 2,    // ready to send: RendezvousRequest follows
   cts = 3,    // clear to send: ClearToSend follows
   fin = 4,    // get variant: the receiver read everything; RendezvousDone follows
+  probe = 5,      // are you there? (liveness, TETHER_PEER_TIMEOUT); header only
+  probe_ack = 6,  // yes; header only
 };
 
 struct MessageHeader {

@@ -41,6 +41,21 @@ TEST(WireTest, RejectsShortTruncatedAndPaddedMessages) {
   EXPECT_FALSE(decode(bytes, 4));
 }
 
+// Liveness probes are a bare header: exactly 32 bytes, anything after it is malformed.
+TEST(WireTest, ProbesAreHeaderOnly) {
+  for (MessageKind kind : {MessageKind::probe, MessageKind::probe_ack}) {
+    MessageHeader header = make_header(kind, 2, 0, 0, 0);
+    std::vector<std::byte> bytes(sizeof header);
+    std::memcpy(bytes.data(), &header, sizeof header);
+    auto message = decode(bytes, 3);
+    ASSERT_TRUE(message) << message.error().message();
+    EXPECT_EQ(message->header.kind, kind);
+    EXPECT_EQ(message->header.source_rank, 2u);
+    bytes.push_back(std::byte{0});
+    EXPECT_FALSE(decode(bytes, 3));
+  }
+}
+
 TEST(WireTest, RejectsWrongMagicVersionKindAndRank) {
   auto bytes = eager(4);
   auto corrupt = [&](std::size_t offset, std::byte value) {

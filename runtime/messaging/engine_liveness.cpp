@@ -1,0 +1,145 @@
+// Peer liveness. A peer that a pending send or receive (or a persistent channel) waits on
+// is watched: when nothing
+// came from it for a quarter of TETHER_PEER_TIMEOUT it gets a probe, which its engine
+// answers on its next progress pass; when still nothing came after the whole timeout it
+// is unreachable, and requests with it fail naming it. Transport errors that say a peer
+// cannot be reached (connection refused, reset, timed out) make it unreachable at once.
+#include <fmt/format.h>
+
+#include "runtime/base/log.hpp"
+#include "runtime/messaging/engine.hpp"
+
+namespace tether::messaging {
+namespace {
+
+constexpr std::uint32_t kPassesPerLivenessCheck = 64;  // keeps the clock off the hot path
+
+double seconds(std::chrono::nanoseconds duration) { return std::chrono::duration<double>(duration).count(); }
+
+}  // namespace
+
+void Engine::watch_request(RequestSlot* slot) noexcept {
+  if (slot->peer < 0 || slot->peer == rank_ || options_.peer_timeout.count() == 0) return;  // 0s: never
+  slot->watched = true;
+  watch_peer(slot->peer);
+}
+
+void Engine::unwatch_request(RequestSlot* slot) noexcept {
+  slot->watched = false;
+  unwatch_peer(slot->peer);
+}
+
+void Engine::watch_peer(int peer_rank) noexcept {
+  if (peer_rank < 0 || peer_rank >= size_ || peer_rank == rank_ || options_.peer_timeout.count() == 0) return;
+  PeerState& peer = peers_[static_cast<std::size_t>(peer_rank)];
+  if (peer.waiting_requests++ > 0) return;
+  peer.watch_restarted = true;
+  if (peer.watched) return;
+  peer.watched = true;
+  watched_peers_.push_back(peer_rank);
+}
+
+void Engine::unwatch_peer(int peer_rank) noexcept {
+  if (peer_rank < 0 || peer_rank >= size_ || peer_rank == rank_ || options_.peer_timeout.count() == 0) return;
+  --peers_[static_cast<std::size_t>(peer_rank)].waiting_requests;
+}
+
+void Engine::check_liveness() noexcept {
+  if (watched_peers_.empty() || ++passes_since_liveness_check_ < kPassesPerLivenessCheck) return;
+  passes_since_liveness_check_ = 0;
+  const auto now = Clock::now();
+  for (std::size_t i = 0; i < watched_peers_.size();) {
+    int peer = watched_peers_[i];
+    PeerState& state = peers_[static_cast<std::size_t>(peer)];
+    if (state.waiting_requests == 0 || peer_dead(peer)) {
+      state.watched = false;
+      watched_peers_[i] = watched_peers_.back();
+      watched_peers_.pop_back();
+      continue;
+    }
+    check_peer(peer, now);
+    ++i;
+  }
+}
+
+void Engine::check_peer(int peer, Clock::time_point now) noexcept {
+  PeerState& state = peers_[static_cast<std::size_t>(peer)];
+  if (state.watch_restarted || state.heard_count != state.heard_count_seen) {
+    state.watch_restarted = false;
+    state.heard_count_seen = state.heard_count;
+    state.heard_at = now;
+    return;
+  }
+  const auto timeout = options_.peer_timeout;
+  const auto quiet = now - state.heard_at;
+  const bool probe_outstanding = state.probed_at > state.heard_at;
+  if (!probe_outstanding && quiet >= timeout / 4) {
+    state.probed_at = now;
+    return send_probe(peer, MessageKind::probe);
+  }
+  if (probe_outstanding && quiet >= timeout && now - state.probed_at >= timeout / 2) {
+    note_unreachable(peer, fmt::format("nothing came from it for {:.1f} s, not even the answer to a probe, while "
+                                       "{} operation(s) waited on it (TETHER_PEER_TIMEOUT is {:g} s)",
+                                       seconds(quiet), state.waiting_requests, seconds(timeout)));
+  }
+}
+
+void Engine::send_probe(int peer, MessageKind kind) noexcept {
+  auto resolved = resolve(peer);
+  if (!resolved) {
+    log::warn("runtime", "cannot probe rank {}: {}", peer, resolved.error().message());
+    return;
+  }
+  MessageHeader header = make_header(kind, rank_, 0, 0, 0);
+  post_control(peer, &header, sizeof header);
+}
+
+// Any message counts as a sign of life (on_receive counted it); a probe needs an answer.
+void Engine::on_probe(const DecodedMessage& message) noexcept {
+  if (message.header.kind == MessageKind::probe)
+    send_probe(static_cast<int>(message.header.source_rank), MessageKind::probe_ack);
+}
+
+void Engine::on_transport_peer_error(const transport::Completion& completion) noexcept {
+  if (completion.error != Errc::peer_unreachable && completion.error != Errc::timeout) return;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peers_[static_cast<std::size_t>(peer)].transport_peer != completion.peer || peer == rank_) continue;
+    return note_unreachable(peer, fmt::format("{} reports: {} ({})", transport_->name(), completion.cause,
+                                              errc_name(completion.error)));
+  }
+}
+
+void Engine::note_unreachable(int peer, std::string why) noexcept {
+  if (peer < 0 || peer >= size_ || dead_[static_cast<std::size_t>(peer)]->load()) return;
+  std::string reason = fmt::format("{} is unreachable: {}", describe_peer(peer), why);
+  log::error("runtime", "{}; requests with it fail", reason);
+  record_failure_reason(peer, std::move(reason));
+  dead_[static_cast<std::size_t>(peer)]->store(true);
+  deaths_.fetch_add(1);
+}
+
+void Engine::record_failure_reason(int peer, std::string why) noexcept {
+  try {
+    std::lock_guard lock(failure_reasons_mutex_);
+    if (failure_reasons_.empty()) failure_reasons_.resize(static_cast<std::size_t>(size_));
+    auto& reason = failure_reasons_[static_cast<std::size_t>(peer)];
+    if (reason.empty()) reason = std::move(why);
+  } catch (...) {
+  }
+}
+
+std::string Engine::failure_reason(int peer) const {
+  std::lock_guard lock(failure_reasons_mutex_);
+  if (peer >= 0 && static_cast<std::size_t>(peer) < failure_reasons_.size() &&
+      !failure_reasons_[static_cast<std::size_t>(peer)].empty())
+    return failure_reasons_[static_cast<std::size_t>(peer)];
+  bool dead = peer >= 0 && peer < size_ && dead_[static_cast<std::size_t>(peer)]->load();
+  return fmt::format("{} {}", describe_peer(peer), dead ? "died" : "could not be reached (the log above says why)");
+}
+
+std::string Engine::describe_peer(int peer) const {
+  std::string host = bootstrap_->host_of(peer);
+  return host.empty() ? fmt::format("rank {}", peer) : fmt::format("rank {} on host {}", peer, host);
+}
+
+}  // namespace tether::messaging
