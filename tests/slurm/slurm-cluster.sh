@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash source-path=SCRIPTDIR
 # slurm-cluster.sh: a private Slurm cluster for one test run. Source it, then:
 #
 #   slurm_cluster_start 1      one node: this machine (its short hostname), daemons in the
@@ -54,6 +54,7 @@ slurm_pids_marked() {  # slurm_pids_marked DIR: the processes of the run whose s
 slurm_kill_marked() {  # slurm_kill_marked DIR: SIGKILL to every process of that run
   local pids
   pids=$(slurm_pids_marked "$1")
+  # shellcheck disable=SC2086  # one pid per word
   [ -z "$pids" ] || kill -KILL $pids 2>/dev/null
   return 0
 }
@@ -301,7 +302,11 @@ slurm_cluster_stop() {  # stops this run's daemons and removes its state; safe t
   slurm_kill_marked "$SLURM_CLUSTER_DIR"   # slurmstepd and anything else they left
   slurm_wait_for "the cluster's processes to end" 5 slurm_no_process_left 2>/dev/null
   if ((SLURM_CLUSTER_HOSTS)); then netns_cleanup; SLURM_CLUSTER_HOSTS=0; fi
-  [ "${SLURM_CLUSTER_KEEP:-0}" = 1 ] && echo "slurm-cluster: kept $SLURM_CLUSTER_DIR" >&2 || rm -rf "$SLURM_CLUSTER_DIR"
+  if [ "${SLURM_CLUSTER_KEEP:-0}" = 1 ]; then
+    echo "slurm-cluster: kept $SLURM_CLUSTER_DIR" >&2
+  else
+    rm -rf "$SLURM_CLUSTER_DIR"
+  fi
   unset SLURM_CONF
   SLURM_CLUSTER_DIR="" SLURM_CLUSTER_NODES=()
   return 0

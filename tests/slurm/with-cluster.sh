@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # with-cluster.sh NODES COMMAND [ARGS...]: brings up a private Slurm cluster of NODES (1 or
 # 2) nodes (slurm-cluster.sh), runs COMMAND with SLURM_CONF pointing at it, tears the
 # cluster down and exits with COMMAND's exit code. A cluster that cannot start fails the
