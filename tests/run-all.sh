@@ -34,9 +34,8 @@ if [ "${TETHER_TEST_QUICK:-0}" != 1 ]; then
   echo "== ASan+UBSan build and tests"
   build build/asan -DCMAKE_BUILD_TYPE=Debug -DTETHER_SANITIZE=address -DTETHER_BUILD_BENCH=OFF
   # The halo apps' mpirun runs (label mpi) exercise Open MPI more than tether, and their
-  # ranks x radius cross product (label matrix) adds combinations, not code; the Slurm jobs
-  # (label slurm) run the code the tether-run tests run, under another launcher: release only.
-  ASAN_OPTIONS=detect_leaks=0 run_ctest build/asan -LE "mpi|matrix|slurm"
+  # ranks x radius cross product (label matrix) adds combinations, not code: release only.
+  ASAN_OPTIONS=detect_leaks=0 run_ctest build/asan -LE "mpi|matrix"
   echo "== TSan build and the threaded tests (names with Thread or Concurrent)"
   build build/tsan -DCMAKE_BUILD_TYPE=Debug -DTETHER_SANITIZE=thread -DTETHER_BUILD_BENCH=OFF \
     --target tether-unit-tests tether-rcache-tests

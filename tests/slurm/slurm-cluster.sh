@@ -261,7 +261,10 @@ slurm_cluster_start() {  # slurm_cluster_start 1|2
   SLURM_CLUSTER_DIR=$SLURM_CLUSTER_ROOT/$BASHPID
   rm -rf "$SLURM_CLUSTER_DIR" && mkdir -p "$SLURM_CLUSTER_DIR" || slurm_fail "cannot create $SLURM_CLUSTER_DIR" || return 1
   export SLURM_CONF=$SLURM_CLUSTER_DIR/slurm.conf
-  if ((count == 2)); then slurm_create_hosts || return 1; fi
+  if ((count == 2)) && ! slurm_create_hosts; then  # netns_create cleaned up after itself
+    rm -rf "$SLURM_CLUSTER_DIR"; SLURM_CLUSTER_DIR=""
+    return 1
+  fi
   slurm_install_trap
   slurm_pick_ports && slurm_start_munge || return 1
   if ((count == 1)); then slurm_start_one_node; else slurm_start_two_nodes; fi || { slurm_show_logs; return 1; }
