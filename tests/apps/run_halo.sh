@@ -8,12 +8,14 @@
 #   png=FILE          exit 0, verified, and FILE starts with the PNG signature
 #   not-verified      non-zero exit and "NOT verified" (fault injection)
 #   error=TEXT        non-zero exit and TEXT in the output (bad input, modes not built)
+# HALO_TEST_LOG=FILE keeps the job's output in FILE for further checks (tests/slurm).
 set -uo pipefail
 expect=$1 launcher=$2 ranks=$3
 shift 3
 watchdog_s=${HALO_TEST_TIMEOUT_S:-100}
 output=$(timeout -k 5 "$watchdog_s" "$launcher" --oversubscribe -n "$ranks" "$@" 2>&1)
 code=$?
+[ -z "${HALO_TEST_LOG:-}" ] || printf '%s\n' "$output" >"$HALO_TEST_LOG"
 fail() { printf '%s\n--- output (exit %s) ---\n%s\n' "FAIL: $1" "$code" "$output"; exit 1; }
 if ((code == 124 || code == 137)); then fail "watchdog: no result after ${watchdog_s}s"; fi
 case $expect in
