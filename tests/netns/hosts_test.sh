@@ -5,8 +5,9 @@
 #   tether-pingpong        tests/bench/osu_smoke.sh      (2 ranks: hosts 1, 2)
 #   tether-bench-persist   tests/bench/persist_smoke.sh  (2 ranks, persistent channels)
 #   halo2d                 tests/apps/run_halo.sh        (4 ranks, "verified:")
-# Each run must also log, from every rank, that it came up on tcp;ofi_rxm on eth0 (the
-# off-node path: addresses from PMIx, lazy connections, no shared memory).
+# Each run must also log, from every rank, that it came up on the hybrid transport with
+# tcp;ofi_rxm on eth0 (ranks on other hosts: addresses from PMIx, lazy connections over
+# tcp; ranks sharing a host: shared memory).
 # --faults: first drop 5% of every host's packets (nftables) and limit each link to
 # 50 Mbit/s (tbf). Exit 0 = pass, 77 = skipped (not root), 1 = failed.
 set -uo pipefail
@@ -37,7 +38,8 @@ export HOSTS_TEST_TETHER_RUN=$tether_run HOSTS_TEST_NAMES
 HOSTS_TEST_NAMES=$(netns_names)
 export TETHER_LOG_LEVEL=info TETHER_LOG_FILE="$logs/rank-%p.log"
 
-# check NAME RANKS COMMAND...: COMMAND passes, and RANKS ranks logged tcp;ofi_rxm on eth0.
+# check NAME RANKS COMMAND...: COMMAND passes, and RANKS ranks came up on the hybrid
+# transport whose network side is tcp;ofi_rxm on eth0.
 check() {
   local name=$1 ranks=$2 started output status=0 up
   shift 2
@@ -45,8 +47,8 @@ check() {
   started=$SECONDS
   output=$("$@" 2>&1) || status=$?
   ((status == 0)) || fail "$name: exit code $status"$'\n'"$output"$'\n'"$(cat "$logs"/rank-*.log 2>/dev/null)"
-  up=$(cat "$logs"/rank-*.log 2>/dev/null | grep -c 'up on ofi:tcp;ofi_rxm:eth0')
-  ((up == ranks)) || fail "$name: $up of $ranks ranks logged 'up on ofi:tcp;ofi_rxm:eth0'"$'\n'"$(cat "$logs"/rank-*.log)"
+  up=$(cat "$logs"/rank-*.log 2>/dev/null | grep -c 'up on hybrid(shm-own+ofi:tcp;ofi_rxm:eth0)')
+  ((up == ranks)) || fail "$name: $up of $ranks ranks logged 'up on hybrid(shm-own+ofi:tcp;ofi_rxm:eth0)'"$'\n'"$(cat "$logs"/rank-*.log)"
   echo "PASS: $name ($ranks ranks on $hosts hosts over tcp;ofi_rxm, $((SECONDS - started)) s)"
 }
 
