@@ -140,6 +140,8 @@ class Engine {
   [[nodiscard]] bool peer_dead(int peer_rank) const noexcept {
     return dead_[static_cast<std::size_t>(peer_rank)]->load(std::memory_order_relaxed);
   }
+  // The counters of the cache that registers user buffers of rendezvous (zero until used).
+  [[nodiscard]] RcacheStats user_cache_stats() const noexcept { return user_cache_ ? user_cache_->stats() : RcacheStats{}; }
   // Eager and control messages handed to the transport so far (handshakes included).
   [[nodiscard]] std::uint64_t messages_sent() const noexcept { return messages_sent_.load(std::memory_order_relaxed); }
 

@@ -21,6 +21,7 @@
 #include "tether/persist.hpp"
 #include "tether/pool.hpp"
 #include "tether/runtime.hpp"
+#include "tests/support/pattern.hpp"
 #include "tests/support/rank_check.hpp"
 
 namespace {
@@ -31,6 +32,8 @@ using tether::Runtime;
 using tether::SendChannel;
 using tether::Status;
 using Bytes = std::span<const std::byte>;
+using tether::testing::fill;
+using tether::testing::matches;
 
 std::uint64_t g_count = 0;  // messages per scenario, from argv (0: the scenario's default)
 
@@ -38,21 +41,6 @@ std::uint64_t g_count = 0;  // messages per scenario, from argv (0: the scenario
 std::uint64_t count_or(std::uint64_t fallback) { return g_count > 0 ? g_count : fallback; }
 
 // Message `sequence` of `bytes` from `source`: a pattern the receiver can recompute.
-void fill(std::span<std::byte> out, std::uint64_t source, std::uint64_t sequence) {
-  std::uint64_t state = (source + 1) * 0x9e3779b97f4a7c15ULL ^ sequence;
-  for (std::byte& b : out) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    b = static_cast<std::byte>(state >> 56);
-  }
-}
-
-bool matches(Bytes in, std::uint64_t source, std::uint64_t sequence) {
-  if (in.empty()) return true;
-  std::vector<std::byte> expected(in.size());
-  fill(expected, source, sequence);
-  return std::memcmp(in.data(), expected.data(), in.size()) == 0;
-}
-
 SendChannel make_send(Runtime& runtime, const ChannelShape& shape) {
   auto channel = SendChannel::create(runtime, shape);
   if (!channel) {
