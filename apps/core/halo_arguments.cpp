@@ -83,12 +83,14 @@ std::vector<ArgumentSpec> common_arguments(AppOptions& options) {
          options.png_path = std::string(v);
          return {};
        }},
-      {"--inject-fault", "stale-ghosts", "TEST ONLY: rank 1 skips one halo unpack, so verification must fail",
+      {"--inject-fault", "FAULT",
+       "TEST ONLY: stale-ghosts (rank 1 skips one halo unpack, so verification must fail) or killed (rank 1 "
+       "kills itself with SIGKILL halfway)",
        [&](std::string_view v) -> Expected<void> {
-         if (v != "stale-ghosts")
+         if (v != "stale-ghosts" && v != "killed")
            return make_error(Errc::invalid_argument, fmt::format("--inject-fault {}: unknown fault", v),
-                             "the only fault is stale-ghosts");
-         options.fault = Fault::stale_ghosts;
+                             "the faults are stale-ghosts and killed");
+         options.fault = v == "killed" ? Fault::killed : Fault::stale_ghosts;
          return {};
        }},
   };

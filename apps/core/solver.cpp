@@ -1,6 +1,8 @@
 #include "apps/core/solver.hpp"
 
+
 #include <chrono>
+#include <csignal>
 
 #include <fmt/format.h>
 
@@ -64,7 +66,9 @@ Expected<LoopTimes> run_iterations(Block& block, const Problem& problem, const H
   int faulty_iteration = problem.iterations / 2;
   Clock::time_point loop_start = Clock::now();
   for (int iteration = 0; iteration < problem.iterations; ++iteration) {
-    bool skip_unpack = settings.fault == Fault::stale_ghosts && settings.fault_rank && iteration == faulty_iteration;
+    bool at_fault = settings.fault_rank && iteration == faulty_iteration;
+    if (at_fault && settings.fault == Fault::killed) ::raise(SIGKILL);  // mid-exchange: the peers are waiting
+    bool skip_unpack = at_fault && settings.fault == Fault::stale_ghosts;
     Clock::time_point start = Clock::now();
     if (exchange_halos(block, plan, exchange, skip_unpack) != Status::done) {
       return make_error(Errc::transport, fmt::format("the halo exchange failed in iteration {}", iteration),

@@ -25,7 +25,7 @@ struct HaloPlan {
 [[nodiscard]] HaloPlan make_halo_plan(const Block& block, const Problem& problem, int rank);
 
 // Test-only failure injection: proves verification catches a wrong halo.
-enum class Fault { none, stale_ghosts };
+enum class Fault { none, stale_ghosts, killed };
 
 struct LoopTimes {
   double total_s = 0;

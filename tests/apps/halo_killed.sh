@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# halo_killed.sh TETHER_RUN HALO2D MODE: halo2d on 4 ranks where rank 1 kills itself with
+# SIGKILL halfway through the exchanges (--inject-fault killed). The launcher must exit
+# non-zero naming rank 1 and the signal; every survivor must report that rank 1 died, and
+# the neighbour whose exchange broke must name it (with --comm persist, the channel);
+# nothing may be left in /dev/shm.
+set -uo pipefail
+run=$1 halo2d=$2 mode=$3
+fail() { printf 'FAIL: %s\n--- output (exit %s) ---\n%s\n' "$1" "$code" "$output"; exit 1; }
+shm_before=$(ls /dev/shm | sort)
+output=$(TETHER_LOG_LEVEL=warn timeout -k 5 90 "$run" -n 4 --timeout 80s "$halo2d" --n 256 --iterations 400 \
+  --comm "$mode" --inject-fault killed 2>&1)
+code=$?
+((code != 0 && code != 124)) || fail "exit code $code: expected a failure, not success or the watchdog"
+grep -qE 'job failed: rank 1 \(pid [0-9]+\) was killed by signal 9' <<<"$output" || fail "the launcher did not name rank 1 and SIGKILL"
+what="with rank 1"
+[ "$mode" = persist ] && what="channel with rank 1"
+for rank in 0 2 3; do
+  grep -qE "^\[[^]]*:[0-9]+:$rank\] runtime WARN: rank 1 died \(.*killed by signal 9" <<<"$output" ||
+    fail "rank $rank did not report that rank 1 died"
+done
+grep -E '^\[[^]]*:[0-9]+:[023]\] apps ERROR' <<<"$output" | grep -qF "$what" ||
+  fail "no survivor's failure names the $what"
+leftovers=$(comm -13 <(echo "$shm_before") <(ls /dev/shm | sort))
+[ -z "$leftovers" ] || fail "left in /dev/shm: $leftovers"
+echo "PASS: rank 1 killed mid-exchange ($mode): launcher and survivors named it, /dev/shm clean"
