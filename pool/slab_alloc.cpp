@@ -118,8 +118,10 @@ Expected<Span*> SlabPool::carve_span(std::size_t bytes, std::size_t alignment, i
   Span* span = carve_from_arenas(blocks, alignment_blocks, size_class);
   if (span == nullptr) {
     auto arena = grow(blocks * kBlockBytes + (alignment_blocks - 1) * kBlockBytes);
-    if (!arena) return tl::unexpected(arena.error());
+    // At the limit: large buffers freed into the caches give their blocks back first.
+    if (!arena && !return_cached_large_locked()) return tl::unexpected(arena.error());
     span = carve_from_arenas(blocks, alignment_blocks, size_class);
+    if (span == nullptr && !arena) return tl::unexpected(arena.error());
   }
   if (span == nullptr)
     return make_error(Errc::out_of_memory, "a fresh arena had no room for the span", "report this as a bug");
@@ -263,10 +265,33 @@ Errc SlabPool::free_large(Span* span, void* pointer) noexcept {
 }
 
 void SlabPool::release_large_run(Span* span) noexcept {
+  std::lock_guard lock(growth_mutex_);
+  release_large_run_locked(span);
+}
+
+bool SlabPool::return_cached_large_locked() noexcept {
+  bool returned = false;
+  if (ThreadCache* cache = t_thread_caches[id_]) {
+    for (Span*& slot : cache->large_spans) {
+      if (slot == nullptr) continue;
+      release_large_run_locked(std::exchange(slot, nullptr));
+      returned = true;
+    }
+  }
+  std::lock_guard lock(large_mutex_);
+  for (auto& [bytes, span] : large_cache_) {
+    release_large_run_locked(span);
+    returned = true;
+  }
+  large_cache_.clear();
+  large_cache_bytes_ = 0;
+  return returned;
+}
+
+void SlabPool::release_large_run_locked(Span* span) noexcept {
   Arena* arena = span->arena;
   std::size_t first = arena->block_of(span->start);
   std::size_t blocks = span->bytes / kBlockBytes;
-  std::lock_guard lock(growth_mutex_);
   {
     std::lock_guard heap_lock(arena->heap_mutex);
     g_span_map.set(span->start, span->bytes, nullptr);

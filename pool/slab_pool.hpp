@@ -123,6 +123,10 @@ class SlabPool {
   Expected<Arena*> grow(std::size_t at_least_bytes);
   Expected<void> register_arena(Arena& arena, int slot, Registrar& registrar, Access access);
   void release_large_run(Span* span) noexcept;
+  void release_large_run_locked(Span* span) noexcept;  // the caller holds growth_mutex_
+  // Cached free large buffers go back to their arenas (the caller holds growth_mutex_);
+  // false when there were none.
+  bool return_cached_large_locked() noexcept;
   bool refill_central(int size_class) noexcept;
 
   struct CentralList {

@@ -178,7 +178,7 @@ class Engine {
   void send_eager(RequestSlot* slot, PeerState& peer) noexcept;
   void send_rts(RequestSlot* slot, PeerState& peer) noexcept;
   void send_to_self(RequestSlot* slot) noexcept;
-  void post_control(int peer_rank, const void* bytes, std::size_t length) noexcept;
+  [[nodiscard]] bool post_control(int peer_rank, const void* bytes, std::size_t length) noexcept;
   struct Outgoing {
     int peer;
     std::byte* bounce;

@@ -91,7 +91,7 @@ void Engine::send_probe(int peer, MessageKind kind) noexcept {
     return;
   }
   MessageHeader header = make_header(kind, rank_, 0, 0, 0);
-  post_control(peer, &header, sizeof header);
+  (void)post_control(peer, &header, sizeof header);  // a lost probe is retried at the next check
 }
 
 // Any message counts as a sign of life (on_receive counted it); a probe needs an answer.

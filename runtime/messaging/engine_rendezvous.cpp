@@ -103,7 +103,7 @@ void Engine::answer_rts(RequestSlot* receive, const MessageHeader& header, const
   } message{make_header(MessageKind::cts, rank_, header.tag, 0, header.message_bytes),
             ClearToSend{rts.sender_request, requests_.id_of(receive), *target, receive->transfer_bytes,
                         receive->chunk_bytes}};
-  post_control(source, &message, sizeof message);
+  if (!post_control(source, &message, sizeof message)) return complete(receive, Errc::out_of_memory);
   if (receive->chunks_left == 0) finish_receive(receive);
 }
 
@@ -179,7 +179,7 @@ void Engine::finish_get(RequestSlot* receive) noexcept {
     RendezvousDone body;
   } message{make_header(MessageKind::fin, rank_, receive->info.tag, 0, receive->info.bytes),
             RendezvousDone{receive->peer_request}};
-  post_control(receive->peer, &message, sizeof message);
+  if (!post_control(receive->peer, &message, sizeof message)) return complete(receive, Errc::out_of_memory);
   finish_receive(receive);
 }
 

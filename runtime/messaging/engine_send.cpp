@@ -20,12 +20,14 @@ void Engine::send_to_peer(RequestSlot* slot) noexcept {
   send_rts(slot, peer);
 }
 
+// A sequence number is taken only once the message will go: a number that never
+// arrives would hold back every later message of the pair.
 void Engine::send_eager(RequestSlot* slot, PeerState& peer) noexcept {
-  MessageHeader header = make_header(MessageKind::eager, rank_, slot->tag, peer.next_send_sequence++,
-                                     slot->buffer_bytes);
-  std::size_t length = sizeof header + slot->buffer_bytes;
+  std::size_t length = sizeof(MessageHeader) + slot->buffer_bytes;
   auto* bounce = static_cast<std::byte*>(pinned_alloc(length, 64));
   if (bounce == nullptr) return complete(slot, Errc::out_of_memory);
+  MessageHeader header = make_header(MessageKind::eager, rank_, slot->tag, peer.next_send_sequence++,
+                                     slot->buffer_bytes);
   std::memcpy(bounce, &header, sizeof header);
   if (slot->buffer_bytes > 0) std::memcpy(bounce + sizeof header, slot->send_buffer, slot->buffer_bytes);
   post_bounce(slot->peer, bounce, length, slot);  // completes the request once posted
@@ -40,9 +42,10 @@ void Engine::send_rts(RequestSlot* slot, PeerState& peer) noexcept {
   struct {
     MessageHeader header;
     RendezvousRequest body;
-  } message{make_header(MessageKind::rts, rank_, slot->tag, peer.next_send_sequence++, slot->buffer_bytes),
+  } message{make_header(MessageKind::rts, rank_, slot->tag, peer.next_send_sequence, slot->buffer_bytes),
             RendezvousRequest{requests_.id_of(slot), *source, choose_protocol(), {}}};
-  post_control(slot->peer, &message, sizeof message);
+  if (!post_control(slot->peer, &message, sizeof message)) return complete(slot, Errc::out_of_memory);
+  ++peer.next_send_sequence;
 }
 
 void Engine::send_to_self(RequestSlot* slot) noexcept {
@@ -53,15 +56,16 @@ void Engine::send_to_self(RequestSlot* slot) noexcept {
   unexpected_.push_back(std::move(message));
 }
 
-void Engine::post_control(int peer_rank, const void* bytes, std::size_t length) noexcept {
+bool Engine::post_control(int peer_rank, const void* bytes, std::size_t length) noexcept {
   auto* bounce = static_cast<std::byte*>(pinned_alloc(length, 64));
   if (bounce == nullptr) {
     log::error("runtime", "no pinned memory for a {}-byte control message to rank {}: {}", length, peer_rank,
                pinned_last_error().message());
-    return;
+    return false;
   }
   std::memcpy(bounce, bytes, length);
   post_bounce(peer_rank, bounce, length, nullptr);
+  return true;
 }
 
 // Sends a pinned bounce buffer (freed when the send completes), or queues it behind

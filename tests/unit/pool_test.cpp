@@ -163,6 +163,22 @@ TEST(PoolTest, GrowsToTheCapThenFailsWithTheKnobNamed) {
   EXPECT_TRUE(reused) << "a freed buffer must be reusable at the cap";
 }
 
+// At the cap, the blocks of freed large buffers (kept in caches for reuse at their size)
+// go back to the arenas when another size needs a span.
+TEST(PoolTest, LargeBuffersFreedAtTheCapServeSmallSizes) {
+  pool::SlabPool* pool = make_pool(2 * MiB, 4 * MiB);
+  ASSERT_NE(pool, nullptr);
+  std::vector<void*> buffers;
+  while (auto buffer = pool->try_allocate(512 * 1024, 16)) buffers.push_back(*buffer);
+  ASSERT_FALSE(pool->try_allocate(96, 16)) << "the pool had room left for a small span";
+  for (void* buffer : buffers) EXPECT_EQ(pool->deallocate(buffer), Errc::ok);
+  auto small = pool->try_allocate(96, 16);
+  ASSERT_TRUE(small) << small.error().message();
+  EXPECT_EQ(pool->deallocate(*small), Errc::ok);
+  auto large = pool->try_allocate(512 * 1024, 16);
+  EXPECT_TRUE(large) << "large buffers must still fit after a small span was carved";
+}
+
 TEST(PoolTest, ArenasArePinnedByTheKernelsAccount) {
   std::uint64_t before = vm_locked_bytes();
   pool::SlabPool* pool = make_pool(8 * MiB, 8 * MiB);
