@@ -1,6 +1,7 @@
 // The engine's frame: start-up, the command queue, progress, completions, test and wait.
 #include "runtime/messaging/engine.hpp"
 
+#include <algorithm>
 #include <array>
 
 #include <fmt/format.h>
@@ -141,6 +142,13 @@ Status Engine::start_internal(RequestKind kind, void* buffer, std::size_t bytes,
   slot->peer = peer;
   slot->tag = tag;
   slot->info.bytes = kind == RequestKind::send ? bytes : 0;
+  std::unique_lock lock(progress_mutex_, std::try_to_lock);
+  if (lock.owns_lock() && commands_.empty()) {  // nothing started earlier waits: start it here
+    run_command(slot);
+    progress_locked();
+    return Status::posted;
+  }
+  if (lock.owns_lock()) lock.unlock();
   commands_.push(Command{request.slot});
   progress();
   return Status::posted;
@@ -240,7 +248,10 @@ Status Engine::wait(Request& request, MessageInfo* info) noexcept {
 
 void Engine::progress() noexcept {
   std::unique_lock lock(progress_mutex_, std::try_to_lock);
-  if (!lock.owns_lock()) return;
+  if (lock.owns_lock()) progress_locked();
+}
+
+void Engine::progress_locked() noexcept {
   Command command{};
   while (commands_.pop(command)) run_command(requests_.at(command.slot));
   fail_requests_of_dead_peers();
@@ -294,7 +305,7 @@ void Engine::handle(const transport::Completion& completion) noexcept {
   switch (completion.kind) {
     case CompletionKind::receive:
       on_receive(completion);
-      repost(completion.buffer);
+      repost(completion.buffer, completion.context);
       return;
     case CompletionKind::send_done:
       --bounces_in_flight_;
@@ -321,7 +332,7 @@ void Engine::handle_error(const transport::Completion& completion) noexcept {
   on_transport_peer_error(completion);
   switch (context_kind(completion.context)) {
     case ContextKind::receive_buffer:
-      if (completion.buffer != nullptr) repost(completion.buffer);
+      if (completion.buffer != nullptr) repost(completion.buffer, completion.context);
       return;
     case ContextKind::send_bounce:
       --bounces_in_flight_;
@@ -347,15 +358,17 @@ void Engine::on_channel_notification(const transport::Completion& completion) no
              completion.notification);
 }
 
-void Engine::repost(void* buffer) noexcept {
-  for (std::size_t i = 0; i < receive_buffers_.size(); ++i) {
-    if (receive_buffers_[i] != buffer) continue;
-    Status status = transport_->post_receive(buffer, receive_buffer_bytes_, nullptr,
-                                             make_context(ContextKind::receive_buffer, i));
-    if (status == Status::error)
-      log::error("runtime", "re-posting receive buffer {} failed: {}", i, transport_->last_error().message());
-    return;
-  }
+// The buffer's index travels in its context; a context that does not name it is looked up.
+void Engine::repost(void* buffer, std::uint64_t context) noexcept {
+  std::size_t index = context_kind(context) == ContextKind::receive_buffer ? context_value(context) : receive_buffers_.size();
+  if (index >= receive_buffers_.size() || receive_buffers_[index] != buffer)
+    index = static_cast<std::size_t>(std::find(receive_buffers_.begin(), receive_buffers_.end(), buffer) -
+                                     receive_buffers_.begin());
+  if (index == receive_buffers_.size()) return;
+  Status status = transport_->post_receive(buffer, receive_buffer_bytes_, nullptr,
+                                           make_context(ContextKind::receive_buffer, index));
+  if (status == Status::error)
+    log::error("runtime", "re-posting receive buffer {} failed: {}", index, transport_->last_error().message());
 }
 
 std::uint64_t Engine::chunk_context(ContextKind kind, const RequestSlot* slot) const noexcept {

@@ -118,6 +118,7 @@ class Engine {
   Status test(Request& request, MessageInfo* info) noexcept;
   Status wait(Request& request, MessageInfo* info) noexcept;
   void progress() noexcept;
+  void progress_locked() noexcept;  // the caller holds progress_mutex_
   [[nodiscard]] const Error& last_error() const noexcept;
   // Waits for every rank: a dissemination barrier over the engine's own messages, so
   // progress continues while it waits (a blocking PMIx fence would stall the transport).
@@ -226,7 +227,7 @@ class Engine {
   void poll_transport() noexcept;
   void handle(const transport::Completion& completion) noexcept;
   void handle_error(const transport::Completion& completion) noexcept;
-  void repost(void* buffer) noexcept;
+  void repost(void* buffer, std::uint64_t context) noexcept;
   std::uint64_t chunk_context(ContextKind kind, const RequestSlot* slot) const noexcept;
   RequestSlot* chunk_slot(std::uint64_t context) noexcept;
 
