@@ -66,32 +66,12 @@ Sink make_sink() {
   return sink;
 }
 
-void print_config_warnings(const Sink& sink) {
-  if (sink.level < Level::warn) return;
-  for (const std::string& warning : config::Config::global().warnings())
-    write_line(Level::warn, "config", warning);
-}
-
-const Sink& sink() {
-  static const Sink instance = make_sink();
-  static std::once_flag warned;
-  std::call_once(warned, [] { print_config_warnings(instance); });
-  return instance;
-}
-
 constexpr std::string_view level_tag(Level level) {
   constexpr std::string_view kTags[] = {"ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
   return kTags[static_cast<int>(level)];
 }
 
-}  // namespace
-
-bool enabled(Level level) noexcept { return level <= sink().level; }
-
-void set_rank(int rank) noexcept { g_rank.store(rank, std::memory_order_relaxed); }
-
-void write_line(Level level, std::string_view subsystem, std::string_view text) noexcept {
-  const Sink& out = sink();
+void write_to(const Sink& out, Level level, std::string_view subsystem, std::string_view text) noexcept {
   fmt::basic_memory_buffer<char, 700> line;
   try {
     fmt::format_to(std::back_inserter(line), "[{}:{}:{}] {} {}: {}\n", out.host.data(), ::getpid(),
@@ -108,6 +88,31 @@ void write_line(Level level, std::string_view subsystem, std::string_view text) 
     data += written;
     left -= static_cast<std::size_t>(written);
   }
+}
+
+// Writes to `sink` directly: going through sink() here would re-enter its call_once and
+// deadlock the first log line of any process with an unknown TETHER_* variable set.
+void print_config_warnings(const Sink& sink) {
+  if (sink.level < Level::warn) return;
+  for (const std::string& warning : config::Config::global().warnings())
+    write_to(sink, Level::warn, "config", warning);
+}
+
+const Sink& sink() {
+  static const Sink instance = make_sink();
+  static std::once_flag warned;
+  std::call_once(warned, [] { print_config_warnings(instance); });
+  return instance;
+}
+
+}  // namespace
+
+bool enabled(Level level) noexcept { return level <= sink().level; }
+
+void set_rank(int rank) noexcept { g_rank.store(rank, std::memory_order_relaxed); }
+
+void write_line(Level level, std::string_view subsystem, std::string_view text) noexcept {
+  write_to(sink(), level, subsystem, text);
 }
 
 }  // namespace tether::log
