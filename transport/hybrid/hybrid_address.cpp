@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 
 #include <fmt/format.h>
 
@@ -24,13 +25,12 @@ bool encode_address(const AddressParts& parts, std::vector<std::byte>& out) {
   if (parts.identity.size() > 0xffff || parts.local.size() > 0xffff || parts.network.size() > 0xffffffffU) return false;
   AddressHeader header{kAddressMagic, static_cast<std::uint16_t>(parts.identity.size()),
                        static_cast<std::uint16_t>(parts.local.size()), static_cast<std::uint32_t>(parts.network.size())};
-  out.resize(sizeof header + parts.identity.size() + parts.local.size() + parts.network.size());
-  std::byte* cursor = out.data();
-  std::memcpy(cursor, &header, sizeof header);
-  if (!parts.identity.empty()) std::memcpy(cursor += sizeof header, parts.identity.data(), parts.identity.size());
-  else cursor += sizeof header;
-  if (!parts.local.empty()) std::memcpy(cursor, parts.local.data(), parts.local.size());
-  if (!parts.network.empty()) std::memcpy(cursor + parts.local.size(), parts.network.data(), parts.network.size());
+  using Bytes = std::span<const std::byte>;
+  Bytes header_bytes(reinterpret_cast<const std::byte*>(&header), sizeof header);
+  Bytes identity(reinterpret_cast<const std::byte*>(parts.identity.data()), parts.identity.size());
+  out.clear();
+  for (Bytes part : std::initializer_list<Bytes>{header_bytes, identity, parts.local, parts.network})
+    out.insert(out.end(), part.begin(), part.end());
   return true;
 }
 
