@@ -11,15 +11,6 @@
 #include "runtime/base/log.hpp"
 
 namespace tether::persist {
-namespace {
-
-const char* side(Role role) noexcept { return role == Role::send ? "sender" : "receiver"; }
-
-std::string shape_text(std::uint64_t slot_bytes, std::uint32_t slots, std::uint32_t partitions) {
-  return fmt::format("slot_bytes {}, slots {}, partitions {}", slot_bytes, slots, partitions);
-}
-
-}  // namespace
 
 Expected<void> ChannelRegistry::check_shape(Role role, const ChannelShape& shape,
                                             std::span<std::byte> user_memory) const {
@@ -247,25 +238,7 @@ void ChannelRegistry::map_direct(ChannelState& channel) noexcept {
 }
 
 Expected<void> ChannelRegistry::accept_hello(ChannelState& channel) const {
-  const ChannelHello& in = channel.hello_in;
-  const ChannelShape& shape = channel.shape;
-  Role expected = channel.role == Role::send ? Role::receive : Role::send;
-  if (in.magic != kHelloMagic || in.version != kHelloVersion || in.role != expected || in.tag != shape.tag ||
-      in.channel_id == 0 || in.channel_id > kMaxChannelId)
-    return make_error(Errc::invalid_argument, "the peer's hello is malformed (magic, version, role, tag or id)",
-                      "run the same tether version on every rank");
-  if (in.slot_bytes != shape.slot_bytes || in.slots != shape.slots || in.partitions != shape.partitions)
-    return make_error(Errc::invalid_argument,
-                      fmt::format("this {} has {}; the {} on rank {} has {}", side(channel.role),
-                                  shape_text(shape.slot_bytes, shape.slots, shape.partitions), side(expected),
-                                  shape.peer, shape_text(in.slot_bytes, in.slots, in.partitions)),
-                      "create both sides with the same slot_bytes, slots and partitions");
-  std::uint64_t needed = expected == Role::receive ? shape.slot_bytes * shape.slots : sizeof(std::uint64_t);
-  if (in.landing.length < needed)
-    return make_error(Errc::invalid_argument,
-                      fmt::format("the peer offers {} bytes to write where {} are needed", in.landing.length, needed),
-                      "run the same tether version on every rank");
-  return {};
+  return check_hello(channel.hello_in, channel.role, channel.shape);
 }
 
 Expected<void> ChannelRegistry::wait_connected(ChannelState& channel) {

@@ -11,21 +11,9 @@
 namespace tether::persist {
 
 bool ChannelRegistry::valid_landing(const ChannelState& channel, const Notification& notification) noexcept {
-  const ChannelShape& shape = channel.shape;
-  const ReceiveProgress& receive = channel.receive;
-  std::uint64_t bits = encode(notification);
-  if (channel.role != Role::receive) return reject("data for a send channel", bits), false;
-  if (notification.slot >= shape.slots) return reject("slot beyond the channel's slots", bits), false;
-  if (receive.complete[notification.slot] != 0)
-    return reject("the slot still holds a message not released (a sender without credit)", bits), false;
-  if (shape.partitions == 1) {
-    if (notification.value > shape.slot_bytes) return reject("length beyond the slot", bits), false;
-    return true;
-  }
-  if (notification.value >= shape.partitions) return reject("partition beyond the channel's partitions", bits), false;
-  std::size_t index = static_cast<std::size_t>(notification.slot) * shape.partitions + notification.value;
-  if (receive.partition_landed[index] != 0) return reject("a partition landed twice", bits), false;
-  return true;
+  const char* refusal = landing_refusal(channel.role, channel.shape, channel.receive, notification);
+  if (refusal != nullptr) reject(refusal, encode(notification));
+  return refusal == nullptr;
 }
 
 void ChannelRegistry::land(ChannelState& channel, const Notification& notification) noexcept {
@@ -44,10 +32,8 @@ void ChannelRegistry::land(ChannelState& channel, const Notification& notificati
 }
 
 void ChannelRegistry::take_credit(ChannelState& channel, std::uint32_t credits) noexcept {
-  std::uint64_t bits = encode({channel.id, kCreditSlot, credits});
-  if (channel.role != Role::send) return reject("a credit for a receive channel", bits);
-  if (credits == 0 || credits > channel.send.started - channel.send.credited)
-    return reject("more credits than messages in flight", bits);
+  if (const char* refusal = credit_refusal(channel.role, channel.send, credits))
+    return reject(refusal, encode({channel.id, kCreditSlot, credits}));
   channel.send.credited += credits;
 }
 

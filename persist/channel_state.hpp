@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "tether/persist.hpp"
@@ -139,5 +140,18 @@ struct ChannelState {
     return memory + static_cast<std::size_t>(index % buffer_count()) * shape.slot_bytes;
   }
 };
+
+// Checks of what a peer sends, as pure functions (channel_checks.cpp; fuzzed by
+// tests/fuzz). The hello a channel of `own_role` and `shape` received from its peer:
+[[nodiscard]] Expected<void> check_hello(const ChannelHello& in, Role own_role, const ChannelShape& shape);
+// Why a notification of a message landing is refused, or nullptr to accept it.
+[[nodiscard]] const char* landing_refusal(Role role, const ChannelShape& shape, const ReceiveProgress& receive,
+                                          const Notification& notification) noexcept;
+// Why `credits` returned to a channel are refused, or nullptr to accept them.
+[[nodiscard]] const char* credit_refusal(Role role, const SendProgress& send, std::uint32_t credits) noexcept;
+
+// For messages: "sender" or "receiver"; a shape as text.
+[[nodiscard]] const char* side(Role role) noexcept;
+[[nodiscard]] std::string shape_text(std::uint64_t slot_bytes, std::uint32_t slots, std::uint32_t partitions);
 
 }  // namespace tether::persist

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs every test: release build with -Werror, the installed-package consumer,
-# then the ASan+UBSan and TSan configurations. Set TETHER_TEST_QUICK=1 to skip sanitizers.
+# then the ASan+UBSan and TSan configurations and the fuzz targets (clang). Set
+# TETHER_TEST_QUICK=1 to skip sanitizers and fuzzing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -40,6 +41,8 @@ if [ "${TETHER_TEST_QUICK:-0}" != 1 ]; then
   build build/tsan -DCMAKE_BUILD_TYPE=Debug -DTETHER_SANITIZE=thread -DTETHER_BUILD_BENCH=OFF \
     --target tether-unit-tests tether-rcache-tests
   TSAN_OPTIONS=halt_on_error=1 run_ctest build/tsan -R "Thread|Concurrent"
+  echo "== libFuzzer targets of the wire decoders, ${TETHER_FUZZ_SECONDS:-20} s each (tests/fuzz)"
+  bash tests/fuzz/run.sh build/fuzz || failures=$((failures + 1))
 fi
 
 if ((failures)); then

@@ -66,21 +66,4 @@ Expected<Registration> register_pages(Registrar& registrar, const void* address,
   return registrar.register_range(reinterpret_cast<void*>(start), end - start, Access::all);
 }
 
-std::vector<std::byte> to_bytes(const RemoteBuffer& buffer) {
-  std::vector<std::byte> bytes(sizeof(RemoteBuffer));
-  std::memcpy(bytes.data(), &buffer, sizeof(RemoteBuffer));
-  return bytes;
-}
-
-Expected<RemoteBuffer> remote_buffer_from_bytes(std::span<const std::byte> bytes) {
-  if (bytes.size() != sizeof(RemoteBuffer))
-    return make_error(Errc::invalid_argument,
-                      fmt::format("a remote buffer description is {} bytes, got {}",
-                                  sizeof(RemoteBuffer), bytes.size()),
-                      "pass exactly what to_bytes(RemoteBuffer) produced");
-  RemoteBuffer buffer;
-  std::memcpy(&buffer, bytes.data(), sizeof(RemoteBuffer));
-  return buffer;
-}
-
 }  // namespace tether::transport

@@ -143,6 +143,10 @@ class Engine {
   }
   // The counters of the cache that registers user buffers of rendezvous (zero until used).
   [[nodiscard]] RcacheStats user_cache_stats() const noexcept { return user_cache_ ? user_cache_->stats() : RcacheStats{}; }
+  // For tests of hostile input (tests/hostile): sends `bytes` unchecked, in order behind
+  // earlier messages to `peer_rank`; with `take_sequence` the header's sequence field is
+  // first set to the pair's next number. The caller holds progress_mutex().
+  void post_raw(int peer_rank, std::span<const std::byte> bytes, bool take_sequence) noexcept;
   // Eager and control messages handed to the transport so far (handshakes included).
   [[nodiscard]] std::uint64_t messages_sent() const noexcept { return messages_sent_.load(std::memory_order_relaxed); }
 

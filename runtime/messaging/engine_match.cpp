@@ -16,6 +16,11 @@ bool matches(const RequestSlot* receive, int source, int tag) noexcept {
 
 bool sequenced(MessageKind kind) noexcept { return kind == MessageKind::eager || kind == MessageKind::rts; }
 
+// How far ahead of the next expected message an arrival may be held. Transports reorder
+// only what is in flight at once; a sequence further ahead is a broken or hostile peer
+// that would otherwise make this rank hold its messages for ever.
+constexpr std::uint32_t kMaxSequenceAhead = 1U << 16;
+
 }  // namespace
 
 void Engine::post_receive(RequestSlot* slot) noexcept {
@@ -68,6 +73,11 @@ void Engine::on_receive(const transport::Completion& completion) noexcept {
   if (static_cast<std::int32_t>(sequence - peer.next_receive_sequence) < 0 || peer.held.count(sequence) != 0) {
     log::error("runtime", "dropped a duplicate message {} from rank {} (expected {})", sequence, source,
                peer.next_receive_sequence);
+    return;
+  }
+  if (sequence - peer.next_receive_sequence > kMaxSequenceAhead) {
+    log::error("runtime", "dropped message {} from rank {}: more than {} ahead of the expected {}", sequence, source,
+               kMaxSequenceAhead, peer.next_receive_sequence);
     return;
   }
   peer.held.emplace(sequence, HeldMessage{std::vector<std::byte>(bytes.begin(), bytes.end())});

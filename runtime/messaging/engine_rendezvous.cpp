@@ -202,7 +202,8 @@ void Engine::on_remote_write(const transport::Completion& completion) noexcept {
 
 void Engine::on_fin(const DecodedMessage& message) noexcept {
   RequestSlot* send = requests_.find(message.fin.sender_request);
-  if (send == nullptr || send->kind != RequestKind::send) {
+  if (send == nullptr || send->kind != RequestKind::send ||
+      send->peer != static_cast<int>(message.header.source_rank)) {
     log::error("runtime", "dropped a FIN from rank {} for a send that is not in flight", message.header.source_rank);
     return;
   }

@@ -68,6 +68,17 @@ bool Engine::post_control(int peer_rank, const void* bytes, std::size_t length) 
   return true;
 }
 
+void Engine::post_raw(int peer_rank, std::span<const std::byte> bytes, bool take_sequence) noexcept {
+  auto resolved = resolve(peer_rank);
+  if (!resolved) return log::error("runtime", "raw message to rank {}: {}", peer_rank, resolved.error().message());
+  std::vector<std::byte> copy(bytes.begin(), bytes.end());
+  if (take_sequence && copy.size() >= sizeof(MessageHeader)) {
+    std::uint32_t sequence = peers_[static_cast<std::size_t>(peer_rank)].next_send_sequence++;
+    std::memcpy(copy.data() + offsetof(MessageHeader, sequence), &sequence, sizeof sequence);
+  }
+  if (!post_control(peer_rank, copy.data(), copy.size())) log::error("runtime", "raw message to rank {}: no pinned memory", peer_rank);
+}
+
 // Sends a pinned bounce buffer (freed when the send completes), or queues it behind
 // earlier messages that met back-pressure, so a pair's order holds.
 // `eager_request`, if any, completes once the transport holds the message.

@@ -1,5 +1,6 @@
 // Hybrid's set-up half: opening, node identity, addresses, peers, registration, describe.
 #include "transport/hybrid/hybrid_transport.hpp"
+#include "transport/hybrid/hybrid_address.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,16 +14,6 @@
 
 namespace tether::transport::hybrid {
 namespace {
-
-// Address: header, then the node identity, the local and the network address.
-// Append fields, never reorder.
-struct AddressHeader {
-  std::uint32_t magic;
-  std::uint16_t identity_bytes;
-  std::uint16_t local_bytes;
-  std::uint32_t network_bytes;
-};
-constexpr std::uint32_t kAddressMagic = 0x54485942;  // "THYB"
 
 std::string first_line(const char* path) {
   std::ifstream file(path);
@@ -103,35 +94,17 @@ Expected<std::unique_ptr<Transport>> HybridTransport::open(std::unique_ptr<Trans
 }
 
 std::span<const std::byte> HybridTransport::address() const noexcept {
-  auto local = backend(Route::local).address();
-  auto network = backend(Route::network).address();
-  AddressHeader header{kAddressMagic, static_cast<std::uint16_t>(node_identity_.size()),
-                       static_cast<std::uint16_t>(local.size()), static_cast<std::uint32_t>(network.size())};
-  address_.resize(sizeof header + node_identity_.size() + local.size() + network.size());
-  std::byte* out = address_.data();
-  std::memcpy(out, &header, sizeof header);
-  std::memcpy(out += sizeof header, node_identity_.data(), node_identity_.size());
-  std::memcpy(out += node_identity_.size(), local.data(), local.size());
-  std::memcpy(out + local.size(), network.data(), network.size());
+  // open() refused identities longer than the header holds; backend addresses are short.
+  (void)encode_address({node_identity_, backend(Route::local).address(), backend(Route::network).address()}, address_);
   return address_;
 }
 
 Expected<PeerIndex> HybridTransport::insert_peer(std::span<const std::byte> address) {
-  AddressHeader header{};
-  if (address.size() >= sizeof header) std::memcpy(&header, address.data(), sizeof header);
-  std::size_t expected = sizeof header + header.identity_bytes + header.local_bytes + std::size_t{header.network_bytes};
-  if (header.magic != kAddressMagic || address.size() != expected)
-    return make_error(Errc::invalid_argument,
-                      fmt::format("a {}-byte peer address that is not a hybrid transport's", address.size()),
-                      "every rank of a job must use the same transport: set the same TETHER_SHM, "
-                      "TETHER_SHM_TRANSPORT, TETHER_OFI_PROVIDER and TETHER_NODE_NAME rules on all of them");
-  auto rest = address.subspan(sizeof header);
-  std::string_view identity(reinterpret_cast<const char*>(rest.data()), header.identity_bytes);
-  bool same_node = identity == node_identity_;
+  auto parts = parse_address(address);
+  if (!parts) return tl::unexpected(parts.error());
+  bool same_node = parts->identity == node_identity_;
   Route route = same_node ? Route::local : Route::network;
-  auto part = same_node ? rest.subspan(header.identity_bytes, header.local_bytes)
-                        : rest.subspan(header.identity_bytes + header.local_bytes);
-  auto inserted = backend(route).insert_peer(part);
+  auto inserted = backend(route).insert_peer(same_node ? parts->local : parts->network);
   if (!inserted) return inserted;
   auto& reverse = hybrid_peer_of_[static_cast<std::size_t>(route)];
   if (reverse.size() <= *inserted) reverse.resize(*inserted + 1, kUnknownPeer);

@@ -46,8 +46,22 @@ struct MailboxHeader {
   return reinterpret_cast<Ring*>(reinterpret_cast<std::byte*>(mailbox) + sizeof(MailboxHeader)) + index;
 }
 
-// Claims a free ring for `pid`; nullptr when every ring is taken.
-[[nodiscard]] Ring* claim_ring(MailboxHeader* mailbox, std::uint32_t pid) noexcept;
+// Claims a free ring among the first `ring_count` for `pid`; nullptr when every ring is
+// taken. `ring_count` is the value checked against the mapping's size, never re-read from
+// the shared header, which its owner may change at any time.
+[[nodiscard]] Ring* claim_ring(MailboxHeader* mailbox, std::uint32_t ring_count, std::uint32_t pid) noexcept;
+
+// Checks of what a peer writes into shared memory; the reader copies each field once
+// and checks the copy, so a peer that keeps writing cannot change it after the check.
+// head and tail: 0..kRingEntries entries are waiting.
+[[nodiscard]] inline bool ring_indices_valid(std::uint64_t head, std::uint64_t tail) noexcept {
+  return tail >= head && tail - head <= kRingEntries;
+}
+// False for an entry to drop: unknown kind, or a message longer than an entry holds.
+[[nodiscard]] inline bool entry_valid(EntryKind kind, std::uint32_t length) noexcept {
+  if (kind == EntryKind::remote_write) return true;  // length only reports what was written
+  return kind == EntryKind::message && length <= kEntryPayloadBytes;
+}
 
 // The producer's view of one ring.
 struct RingWriter {

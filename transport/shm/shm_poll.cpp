@@ -1,6 +1,7 @@
 // Polling: local completions first, then every claimed ring of this mailbox in turn.
 // A message waits in its ring until a receive is posted (back-pressure on the sender);
 // a ring whose indices make no sense is reported once and ignored from then on.
+#include <atomic>
 #include <cstring>
 
 #include "runtime/base/log.hpp"
@@ -18,7 +19,7 @@ PeerIndex ShmTransport::peer_of_ring(std::uint32_t index) noexcept {
 
 bool ShmTransport::ring_corrupt(Ring& ring, std::uint32_t index, std::uint64_t tail) noexcept {
   std::uint64_t head = ring.head.load(std::memory_order_relaxed);
-  if (tail >= head && tail - head <= kRingEntries) return false;
+  if (ring_indices_valid(head, tail)) return false;
   ring_broken_[index] = 1;
   log::error("transport", "shm-own ring {} (process {}) has tail {} and head {}: corrupted; ignored from now on",
              index, ring.owner_pid.load(), tail, head);
@@ -32,17 +33,20 @@ bool ShmTransport::take_entry(Ring& ring, std::uint32_t index, Completion& compl
   std::uint64_t tail = ring.tail.load(std::memory_order_acquire);
   if (head == tail || ring_corrupt(ring, index, tail)) return false;
   const RingEntry& entry = ring.entries[head % kRingEntries];
+  // One read of each field: the peer may rewrite the entry while it is checked.
+  EntryKind kind = std::atomic_ref(const_cast<EntryKind&>(entry.kind)).load(std::memory_order_relaxed);
+  std::uint32_t entry_length = std::atomic_ref(const_cast<std::uint32_t&>(entry.length)).load(std::memory_order_relaxed);
   completion = Completion{};
   completion.peer = peer_of_ring(index);
-  if (entry.kind == EntryKind::remote_write) {
+  if (kind == EntryKind::remote_write) {
     completion.kind = CompletionKind::remote_write;
-    completion.length = entry.length;
+    completion.length = entry_length;
     completion.notification = entry.notification;
-  } else if (entry.kind == EntryKind::message && entry.length <= kEntryPayloadBytes) {
+  } else if (entry_valid(kind, entry_length)) {
     if (receives_.empty()) return false;  // the sender's ring fills: back-pressure
     PostedReceive receive = receives_.front();
     receives_.pop_front();
-    std::size_t length = std::min<std::size_t>(entry.length, receive.length);
+    std::size_t length = std::min<std::size_t>(entry_length, receive.length);
     if (length > 0) std::memcpy(receive.buffer, entry.payload, length);
     completion.kind = CompletionKind::receive;
     completion.context = receive.context;
@@ -50,7 +54,7 @@ bool ShmTransport::take_entry(Ring& ring, std::uint32_t index, Completion& compl
     completion.length = length;
   } else {
     log::error("transport", "shm-own ring {} holds an entry of kind {} and length {}: dropped", index,
-               static_cast<std::uint32_t>(entry.kind), entry.length);
+               static_cast<std::uint32_t>(kind), entry_length);
     ring.head.store(head + 1, std::memory_order_release);
     return false;
   }
@@ -64,7 +68,9 @@ std::size_t ShmTransport::poll(std::span<Completion> out) noexcept {
     out[count++] = local_completions_.front();
     local_completions_.pop_front();
   }
-  std::uint32_t rings = std::min(mailbox_->rings_claimed.load(std::memory_order_acquire), mailbox_->ring_count);
+  // The ring count this process created, not the shared header's copy a peer could change.
+  auto created = static_cast<std::uint32_t>(ring_broken_.size());
+  std::uint32_t rings = std::min(mailbox_->rings_claimed.load(std::memory_order_acquire), created);
   for (std::uint32_t step = 0; step < rings && count < out.size(); ++step) {
     std::uint32_t index = (next_ring_ + step) % rings;
     Ring& ring = *ring_at(mailbox_, index);

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -52,19 +53,21 @@ Status ShmTransport::attach(ShmPeer& peer) noexcept {
   auto mapping = map_peer_file(peer.pid, peer.mailbox_fd);
   if (!mapping) return fail(mapping.error().code, mapping.error().cause, mapping.error().remedy, mapping.error().sys_errno);
   auto* mailbox = reinterpret_cast<MailboxHeader*>(mapping->base);
-  if (mapping->bytes < sizeof(MailboxHeader) || mailbox->magic != kMailboxMagic ||
-      mapping->bytes < mailbox_bytes(mailbox->ring_count)) {
+  // Read once: the peer owns the header and may change it after this check.
+  std::uint32_t ring_count = mapping->bytes < sizeof(MailboxHeader) ? 0 : std::atomic_ref(mailbox->ring_count).load();
+  if (ring_count == 0 || mailbox->magic != kMailboxMagic || mapping->bytes < mailbox_bytes(ring_count)) {
     ::munmap(mapping->base, mapping->bytes);
     return fail(Errc::invalid_argument, fmt::format("process {} has no valid tether mailbox", peer.pid),
                 "run the same tether version on every rank");
   }
-  Ring* ring = claim_ring(mailbox, static_cast<std::uint32_t>(::getpid()));
+  Ring* ring = claim_ring(mailbox, ring_count, static_cast<std::uint32_t>(::getpid()));
   if (ring == nullptr) {
     ::munmap(mapping->base, mapping->bytes);
-    return fail(Errc::limit_exceeded, fmt::format("all {} rings of process {}'s mailbox are taken", mailbox->ring_count, peer.pid),
+    return fail(Errc::limit_exceeded, fmt::format("all {} rings of process {}'s mailbox are taken", ring_count, peer.pid),
                 "run fewer ranks per node, or set TETHER_SHM=ofi");
   }
   peer.mailbox = mailbox;
+  peer.mailbox_bytes = mapping->bytes;
   peer.writer = RingWriter{ring, ring->tail.load(std::memory_order_acquire), ring->head.load(std::memory_order_acquire)};
   return Status::done;
 }

@@ -165,7 +165,7 @@ Expected<void> ShmTransport::create_mailbox(std::uint32_t ring_count) {
 ShmTransport::~ShmTransport() {
   detach_pool();
   for (ShmPeer& peer : peers_) {
-    if (peer.mailbox != nullptr) ::munmap(peer.mailbox, mailbox_bytes(peer.mailbox->ring_count));
+    if (peer.mailbox != nullptr) ::munmap(peer.mailbox, peer.mailbox_bytes);
     for (auto& [fd, mapping] : peer.files) ::munmap(mapping.base, mapping.bytes);
   }
   if (mailbox_ != nullptr) ::munmap(mailbox_, mailbox_bytes_);

@@ -36,6 +36,7 @@ struct ShmPeer {
   std::uint32_t pid = 0;
   std::int32_t mailbox_fd = -1;
   MailboxHeader* mailbox = nullptr;  // mapped on first send
+  std::size_t mailbox_bytes = 0;     // of that mapping (the peer's header may lie later)
   RingWriter writer;
   std::map<std::int32_t, PeerMapping> files;
 };

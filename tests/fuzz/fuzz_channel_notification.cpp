@@ -1,0 +1,85 @@
+// Channel notifications on any bytes: decode_notification, then the registry's checks
+// (landing_refusal, credit_refusal) against a model of one receive and one send channel
+// that applies what is accepted the way the registry does. Input: the shape, messages the
+// sender started, then 64-bit notifications. A slot is never filled twice before its
+// release, lengths stay within the slot, credits never exceed what was sent.
+#include <vector>
+
+#include "persist/channel_state.hpp"
+#include "tests/fuzz/fuzz_input.hpp"
+
+using namespace tether::persist;
+using tether::ChannelShape;
+
+namespace {
+
+struct Model {
+  ChannelShape shape;
+  ReceiveProgress receive;
+  SendProgress send;
+};
+
+Model model_from(tether::fuzz::InputReader& input) {
+  Model model;
+  model.shape.slots = 1 + input.take<std::uint8_t>() % 64;
+  model.shape.partitions = 1 + input.take<std::uint8_t>() % 8;
+  model.shape.slot_bytes = model.shape.partitions * (1 + input.take<std::uint16_t>());
+  model.send.started = input.take<std::uint16_t>();
+  std::size_t slots = model.shape.slots;
+  model.receive.landed_bytes.assign(slots, 0);
+  model.receive.partitions_landed.assign(slots, 0);
+  model.receive.partition_landed.assign(slots * model.shape.partitions, 0);
+  model.receive.complete.assign(slots, 0);
+  return model;
+}
+
+void land(Model& model, const Notification& notification) {
+  ReceiveProgress& receive = model.receive;
+  std::uint32_t slot = notification.slot;
+  FUZZ_ASSERT(slot < model.shape.slots && receive.complete[slot] == 0);
+  if (model.shape.partitions == 1) {
+    FUZZ_ASSERT(notification.value <= model.shape.slot_bytes);
+    receive.landed_bytes[slot] = notification.value;
+    receive.complete[slot] = 1;
+    return;
+  }
+  FUZZ_ASSERT(notification.value < model.shape.partitions);
+  std::size_t index = static_cast<std::size_t>(slot) * model.shape.partitions + notification.value;
+  FUZZ_ASSERT(receive.partition_landed.at(index) == 0);
+  receive.partition_landed[index] = 1;
+  if (++receive.partitions_landed[slot] == model.shape.partitions) receive.complete[slot] = 1;
+}
+
+// Releases the slot whose bit the notification's top byte names, as test()/release() do.
+void release_some(Model& model, std::uint64_t bits) {
+  std::uint32_t slot = static_cast<std::uint32_t>(bits >> 56) % model.shape.slots;
+  if (model.receive.complete[slot] == 0) return;
+  model.receive.complete[slot] = 0;
+  model.receive.partitions_landed[slot] = 0;
+  std::fill_n(model.receive.partition_landed.begin() + static_cast<std::ptrdiff_t>(slot) * model.shape.partitions,
+              model.shape.partitions, 0);
+}
+
+void apply(Model& model, std::uint64_t bits) {
+  Notification notification = decode_notification(bits);
+  FUZZ_ASSERT(encode(notification) == (bits | (std::uint64_t{1} << 63)));
+  FUZZ_ASSERT(notification.channel_id <= kMaxChannelId && notification.slot <= kCreditSlot);
+  if (notification.slot == kCreditSlot) {
+    FUZZ_ASSERT(credit_refusal(Role::receive, model.send, notification.value) != nullptr);
+    if (credit_refusal(Role::send, model.send, notification.value) == nullptr) model.send.credited += notification.value;
+    FUZZ_ASSERT(model.send.credited <= model.send.started);
+    return;
+  }
+  FUZZ_ASSERT(landing_refusal(Role::send, model.shape, model.receive, notification) != nullptr);
+  if (landing_refusal(Role::receive, model.shape, model.receive, notification) == nullptr) land(model, notification);
+  release_some(model, bits);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  tether::fuzz::InputReader input(data, size);
+  Model model = model_from(input);
+  while (!input.empty()) apply(model, input.take<std::uint64_t>());
+  return 0;
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of every fuzz target under corpus/<target>/: valid inputs
+laid out as the wire structs are (wire.hpp, channel_state.hpp, hybrid_address.cpp,
+transport.hpp, mailbox.hpp) and a few edge cases. Run it again after a format changes."""
+import os
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WIRE_MAGIC, WIRE_VERSION = 0x7E7A, 1
+HELLO_MAGIC, HELLO_VERSION = 0x7E43, 1
+HYBRID_MAGIC = 0x54485942
+EAGER, RTS, CTS, FIN = 1, 2, 3, 4
+
+
+def header(kind, source=1, tag=7, sequence=0, message_bytes=0, magic=WIRE_MAGIC, version=WIRE_VERSION):
+    return struct.pack("<HBBIiIQQ", magic, version, kind, source, tag, sequence, message_bytes, 0)
+
+
+def remote(address=0x10000, key=0x300000002, base=0x10000, length=4096):
+    return struct.pack("<QQQQ", address, key, base, length)
+
+
+def wire_seeds():
+    job = bytes([1])  # a job of 2 ranks
+    payload = b"hello"
+    rts_put = struct.pack("<II", 4, 1) + remote() + bytes([1]) + bytes(7)
+    rts_get = struct.pack("<II", 4, 1) + remote(length=1 << 20) + bytes([2]) + bytes(7)
+    cts = struct.pack("<IIII", 4, 1, 9, 2) + remote(length=1 << 20) + struct.pack("<QQ", 1 << 20, 1 << 18)
+    return {
+        "eager": job + header(EAGER, message_bytes=len(payload)) + payload,
+        "eager-empty": job + header(EAGER),
+        "rts-put": job + header(RTS, message_bytes=1 << 20) + rts_put,
+        "rts-get": job + header(RTS, message_bytes=1 << 20) + rts_get,
+        "cts": job + header(CTS, message_bytes=1 << 20) + cts,
+        "fin": job + header(FIN) + struct.pack("<II", 4, 1),
+        "truncated": job + header(EAGER)[:20],
+        "bad-magic": job + header(EAGER, magic=0xBAD1),
+        "rank-out-of-range": bytes([0]) + header(EAGER, source=1),
+    }
+
+
+def hello(role, tag=7, slots=4, slot_bytes=4096, partitions=1, landing_length=16384, channel_id=3):
+    return (struct.pack("<HBBIiIQII", HELLO_MAGIC, HELLO_VERSION, role, channel_id, tag, slots, slot_bytes,
+                        partitions, 0) + remote(length=landing_length) + remote(length=slots * 64))
+
+
+def hello_seeds():
+    # This side: role byte (0 send, 1 receive), tag, slots - 1, slot_bytes, partitions - 1.
+    send_side = bytes([0]) + struct.pack("<iHIB", 7, 3, 4096, 0)
+    receive_side = bytes([1]) + struct.pack("<iHIB", 7, 3, 4096, 0)
+    return {
+        "sender-gets-receiver-hello": send_side + hello(2),
+        "receiver-gets-sender-hello": receive_side + hello(1, landing_length=8),
+        "shape-mismatch": send_side + hello(2, slots=8),
+        "landing-too-small": send_side + hello(2, landing_length=100),
+        "short": send_side + hello(2)[:40],
+    }
+
+
+def notification(channel, slot, value):
+    return struct.pack("<Q", (1 << 63) | (channel << 44) | (slot << 32) | value)
+
+
+def notification_seeds():
+    # slots - 1, partitions - 1, slot_bytes / partitions - 1, messages started.
+    single = struct.pack("<BBHH", 3, 0, 255, 8)
+    partitioned = struct.pack("<BBHH", 3, 3, 63, 8)
+    credits = notification(2, 0xFFF, 2) + notification(2, 0xFFF, 100)
+    return {
+        "landings": single + notification(1, 0, 100) + notification(1, 1, 256) + notification(1, 4, 1),
+        "partitions": partitioned + b"".join(notification(1, 0, p) for p in (0, 1, 1, 2, 3, 4)),
+        "credits": single + credits,
+        "too-long": single + notification(1, 0, 257),
+    }
+
+
+def hybrid(identity, local, network, magic=HYBRID_MAGIC):
+    return struct.pack("<IHHI", magic, len(identity), len(local), len(network)) + identity + local + network
+
+
+def hybrid_seeds():
+    local = struct.pack("<IIiI", 0x7E5A4D42, 1234, 5, 64)
+    return {
+        "two-parts": hybrid(b"node-a/boot/net:1/pid:2", local, bytes(range(24))),
+        "empty-parts": hybrid(b"", b"", b""),
+        "bad-magic": hybrid(b"n", local, b"", magic=1),
+        "length-lies": hybrid(b"node", local, b"")[:-3],
+    }
+
+
+def remote_buffer_seeds():
+    return {"valid": remote(), "short": remote()[:31], "long": remote() + b"\0"}
+
+
+def mailbox_seeds():
+    receives = bytes([2]) + struct.pack("<HH", 8256, 16)
+    rings = struct.pack("<II", 64, 1) + bytes([1, 0, 2]) + bytes([0, 0, 0]) + bytes([0, 0, 0])
+
+    def entry(ring, slot, kind, length, note=0, fill=0x5A):
+        return struct.pack("<BBBIQB", ring, slot, kind, length, note, fill)
+
+    return {
+        "two-messages": receives + rings + entry(0, 0, 1, 100) + entry(0, 1, 1, 8256),
+        "oversize-entry": receives + rings + entry(0, 0, 1, 9000) + entry(0, 1, 3, 4),
+        "remote-write": receives + rings + entry(0, 0, 2, 64, note=0x8000100000000040) + entry(0, 1, 1, 0),
+        "lying-header": bytes([1]) + struct.pack("<H", 64) + struct.pack("<II", 0xFFFFFFFF, 0xFFFFFFFF)
+        + bytes([1, 200, 100]) + bytes([1, 0, 70]) + bytes([2, 0, 1]),
+    }
+
+
+TARGETS = {
+    "tether-fuzz-wire": wire_seeds,
+    "tether-fuzz-channel-hello": hello_seeds,
+    "tether-fuzz-channel-notification": notification_seeds,
+    "tether-fuzz-hybrid-address": hybrid_seeds,
+    "tether-fuzz-remote-buffer": remote_buffer_seeds,
+    "tether-fuzz-shm-mailbox": mailbox_seeds,
+}
+
+
+def main():
+    for target, seeds in TARGETS.items():
+        directory = os.path.join(HERE, "corpus", target)
+        os.makedirs(directory, exist_ok=True)
+        for name, data in seeds().items():
+            with open(os.path.join(directory, name), "wb") as out:
+                out.write(data)
+    print(f"seed corpus written for {len(TARGETS)} targets under {os.path.join(HERE, 'corpus')}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

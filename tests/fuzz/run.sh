@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (clang, -DTETHER_FUZZ=ON) in DIR (default build/fuzz) and
+# runs each for TETHER_FUZZ_SECONDS (default 20) from its seed corpus, with a fixed
+# seed. Exits non-zero if the build fails or any target finds a crash, a sanitizer
+# report or a broken invariant; the failing input is left in DIR/artifacts/.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+dir=${1:-build/fuzz}
+seconds=${TETHER_FUZZ_SECONDS:-20}
+targets=(tether-fuzz-wire tether-fuzz-channel-hello tether-fuzz-channel-notification
+         tether-fuzz-hybrid-address tether-fuzz-remote-buffer tether-fuzz-shm-mailbox)
+
+command -v clang++ >/dev/null || { echo "tether fuzz: clang++ not found; install clang and libclang-rt-14-dev"; exit 1; }
+mkdir -p "$(dirname "$dir")"
+cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+  -DCMAKE_CXX_COMPILER=clang++ -DTETHER_FUZZ=ON -DTETHER_WERROR=ON -DTETHER_BUILD_BENCH=OFF \
+  >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; exit 1; }
+cmake --build "$dir" -j "${TETHER_BUILD_JOBS:-$(nproc)}" --target "${targets[@]}"
+
+failed=()
+mkdir -p "$dir/artifacts"
+for target in "${targets[@]}"; do
+  work="$dir/corpus/$target"  # new inputs go here; the committed seeds stay as they are
+  mkdir -p "$work"
+  start=$SECONDS
+  if "$dir/tests/fuzz/$target" -max_total_time="$seconds" -seed=1 -print_final_stats=1 \
+      -artifact_prefix="$dir/artifacts/$target-" "$work" "tests/fuzz/corpus/$target" >"$dir/$target.log" 2>&1; then
+    echo "tether fuzz: $target: $(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$dir/$target.log" |
+      grep -o '[0-9]*$') runs in $((SECONDS - start)) s, no failure"
+  else
+    echo "tether fuzz: $target FAILED; the last lines of $dir/$target.log:"
+    tail -n 40 "$dir/$target.log"
+    failed+=("$target")
+  fi
+done
+((${#failed[@]} == 0)) || { echo "tether fuzz: ${#failed[@]} target(s) failed: ${failed[*]}"; exit 1; }
