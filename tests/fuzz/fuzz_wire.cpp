@@ -46,7 +46,9 @@ std::vector<std::byte> reencode(const DecodedMessage& message) {
     case MessageKind::rts: return encoded(header, message.rts);
     case MessageKind::cts: return encoded(header, message.cts);
     case MessageKind::fin: return encoded(header, message.fin);
-    case MessageKind::eager: break;
+    case MessageKind::eager:
+    case MessageKind::probe:
+    case MessageKind::probe_ack: break;  // header, then the payload (none for probes)
   }
   std::vector<std::byte> bytes(sizeof header + message.payload.size());
   std::memcpy(bytes.data(), &header, sizeof header);
