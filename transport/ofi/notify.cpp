@@ -66,27 +66,31 @@ Status OfiTransport::post_notifying_write(PeerIndex peer, const void* buffer, st
   return posted_or_retry(fi_writemsg(endpoint_, &message, flags), operation, "fi_writemsg");
 }
 
-// The write landed: its notification goes now, or after those that met back-pressure.
+// The write landed: its notification goes now, or after those that met back-pressure
+// (queued only then, so the common path allocates nothing).
 void OfiTransport::notify_after_write(const Operation& operation) noexcept {
+  PendingNotification notification{operation.peer, {operation.notification, operation.length}};
+  if (pending_notifications_.empty() && try_notify(notification)) return;
   try {
-    pending_notifications_.push_back({operation.peer, {operation.notification, operation.length}});
+    pending_notifications_.push_back(notification);
   } catch (...) {
     log::error("transport", "{}: no memory to queue a notification to peer {}; it is lost", name_, operation.peer);
-    return;
   }
-  flush_notifications();
 }
 
 void OfiTransport::flush_notifications() noexcept {
-  while (!pending_notifications_.empty()) {
-    auto& next = pending_notifications_.front();
-    ssize_t result = fi_tinject(endpoint_, &next.message, sizeof next.message, next.peer, kNotificationTag);
-    if (result == -FI_EAGAIN) return;
-    if (result != 0)
-      log::error("transport", "{}: the notification to peer {} was not sent: {}", name_, next.peer,
-                 fi_strerror(static_cast<int>(-result)));
-    pending_notifications_.pop_front();
-  }
+  while (!pending_notifications_.empty() && try_notify(pending_notifications_.front())) pending_notifications_.pop_front();
+}
+
+// False on back-pressure; any other failure is logged and the notification dropped.
+bool OfiTransport::try_notify(const PendingNotification& notification) noexcept {
+  ssize_t result = fi_tinject(endpoint_, &notification.message, sizeof notification.message, notification.peer,
+                              kNotificationTag);
+  if (result == -FI_EAGAIN) return false;
+  if (result != 0)
+    log::error("transport", "{}: the notification to peer {} was not sent: {}", name_, notification.peer,
+               fi_strerror(static_cast<int>(-result)));
+  return true;
 }
 
 Completion OfiTransport::notification_arrived(Operation* operation, const fi_cq_data_entry& entry,

@@ -109,6 +109,7 @@ class OfiTransport final : public Transport {
                               std::uint64_t context) noexcept;
   void notify_after_write(const Operation& operation) noexcept;
   void flush_notifications() noexcept;
+  bool try_notify(const PendingNotification& notification) noexcept;
   Completion notification_arrived(Operation* operation, const fi_cq_data_entry& entry, fi_addr_t source) noexcept;
   Completion notification_failed(Operation* operation, const fi_cq_err_entry& failure) noexcept;
   void release_notification_buffers() noexcept;
