@@ -16,6 +16,7 @@
 #include "runtime/messaging/engine.hpp"
 #include "tests/hostile/hostile_wire.hpp"
 #include "tests/support/rank_check.hpp"
+#include "tests/support/start_job.hpp"
 #include "tether/persist.hpp"
 #include "tether/pool.hpp"
 #include "tether/runtime.hpp"
@@ -265,16 +266,8 @@ void bogus_get_phase(Runtime& runtime) {
 }  // namespace
 
 int main() {
-  auto runtime = Runtime::start();
-  if (!runtime) {
-    fmt::print(stderr, "{}\n", runtime.error().message());
-    return 1;
-  }
-  Runtime& r = **runtime;
-  if (r.size() != 2) {
-    fmt::print(stderr, "tether-hostile-check runs as exactly 2 ranks (tether-run -n 2), not {}\n", r.size());
-    return 2;
-  }
+  auto runtime = tether::testing::start_job_or_exit("tether-hostile-check", 2);
+  Runtime& r = *runtime;
   Channels channels = connect_channels(r);
   if (r.rank() == kHostile) act_hostile(r);
   else act_receiver(r);

@@ -17,6 +17,7 @@
 #include "tether/pool.hpp"
 #include "tether/runtime.hpp"
 #include "tests/support/rank_check.hpp"
+#include "tests/support/start_job.hpp"
 
 namespace {
 
@@ -277,14 +278,10 @@ void peer_death(Runtime& runtime) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fputs("usage: tether-messaging-check sizes|sizes-pool|ordering|wildcards|truncation|many|bad-input|peer-death\n", stderr);
+    std::fputs("usage: tether-messaging-check sizes|sizes-pool|ordering|wildcards|truncation|many|bad-input|peer-death|pressure\n", stderr);
     return 2;
   }
-  auto runtime = Runtime::start();
-  if (!runtime) {
-    fmt::print(stderr, "{}\n", runtime.error().message());
-    return 1;
-  }
+  auto runtime = tether::testing::start_job_or_exit("tether-messaging-check");
   std::string_view scenario(argv[1]);
   std::map<std::string_view, std::function<void(Runtime&)>> scenarios = {
       {"sizes", [](Runtime& r) { sizes(r, false); }}, {"sizes-pool", [](Runtime& r) { sizes(r, true); }},
@@ -295,8 +292,8 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "unknown scenario {}\n", scenario);
     return 2;
   }
-  found->second(**runtime);
-  if (scenario != "peer-death") (void)(*runtime)->barrier();
-  if (tether::testing::rank_checks_passed()) fmt::print("rank {}: {} passed\n", (*runtime)->rank(), scenario);
+  found->second(*runtime);
+  if (scenario != "peer-death") (void)runtime->barrier();
+  if (tether::testing::rank_checks_passed()) fmt::print("rank {}: {} passed\n", runtime->rank(), scenario);
   return tether::testing::rank_checks_passed() ? 0 : 1;
 }

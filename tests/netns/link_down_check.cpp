@@ -19,6 +19,7 @@
 
 #include "tether/runtime.hpp"
 #include "tests/support/rank_check.hpp"
+#include "tests/support/start_job.hpp"
 
 namespace {
 
@@ -170,16 +171,8 @@ int main(int argc, char** argv) {
     std::fputs("usage: tether-link-down-check MARKER_FILE (3 ranks, see tests/netns/README.md)\n", stderr);
     return 2;
   }
-  auto runtime = Runtime::start();
-  if (!runtime) {
-    fmt::print(stderr, "Runtime::start failed: {}\n", runtime.error().message());
-    return 1;
-  }
-  Runtime& rt = **runtime;
-  if (rt.size() != 3) {
-    fmt::print(stderr, "run with 3 ranks (got {})\n", rt.size());
-    return 2;
-  }
+  auto runtime = tether::testing::start_job_or_exit("tether-link-down-check", 3);
+  Runtime& rt = *runtime;
   if (rt.rank() == 0) run_hub(rt, argv[1]);
   if (rt.rank() == 1) run_partner(rt);
   if (rt.rank() == 2) run_isolated(rt);

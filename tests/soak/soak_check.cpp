@@ -21,6 +21,7 @@
 #include "tether/runtime.hpp"
 #include "tests/support/pattern.hpp"
 #include "tests/support/rank_check.hpp"
+#include "tests/support/start_job.hpp"
 
 namespace {
 
@@ -145,16 +146,8 @@ void channel_stream(Runtime& runtime, tether::SendChannel& out, tether::ReceiveC
 
 int main(int argc, char** argv) {
   double seconds = argc > 1 ? std::atof(argv[1]) : 10.0;
-  auto runtime = Runtime::start();
-  if (!runtime) {
-    fmt::print(stderr, "{}\n", runtime.error().message());
-    return 1;
-  }
-  Runtime& rt = **runtime;
-  if (rt.size() != 2) {
-    fmt::print(stderr, "tether-soak-check runs on 2 ranks, not {}: tether-run -n 2 tether-soak-check SECONDS\n", rt.size());
-    return 2;
-  }
+  auto runtime = tether::testing::start_job_or_exit("tether-soak-check", 2);
+  Runtime& rt = *runtime;
   tether::ChannelShape shape{.peer = 1 - rt.rank(), .tag = 3, .slot_bytes = 1024, .slots = 4};
   auto out = tether::SendChannel::create(rt, shape);
   auto in = tether::ReceiveChannel::create(rt, shape);
