@@ -54,6 +54,9 @@ class Bootstrap {
   Expected<std::vector<std::byte>> get(int peer, std::string_view key);
   // Waits for every rank of the job; fails naming the first rank known dead.
   Expected<void> fence(FenceData data = FenceData::barrier_only);
+  // A barrier-only fence that calls `keep_busy` between waits (so a transport keeps
+  // progressing) and gives up after `limit` (0: TETHER_BOOTSTRAP_TIMEOUT).
+  Expected<void> fence_while(const std::function<void()>& keep_busy, std::chrono::nanoseconds limit);
 
   // Asks the launcher to end the whole job with `exit_code`; does not return.
   [[noreturn]] void abort(int exit_code, std::string_view reason);
@@ -70,6 +73,7 @@ class Bootstrap {
   Expected<std::vector<std::byte>> get_once(int peer, std::string_view key);
   Expected<void> check_peer(int peer) const;
   Expected<void> check_all_peers() const;
+  Expected<void> fence_once(FenceData data, const std::function<void()>& keep_busy, std::chrono::nanoseconds limit);
 
   JobIdentity identity_;
   std::chrono::nanoseconds timeout_;

@@ -135,7 +135,14 @@ Expected<std::vector<std::byte>> Bootstrap::get_once(int peer, std::string_view 
   return call->take_bytes();
 }
 
-Expected<void> Bootstrap::fence(FenceData data) {
+Expected<void> Bootstrap::fence(FenceData data) { return fence_once(data, {}, timeout_); }
+
+Expected<void> Bootstrap::fence_while(const std::function<void()>& keep_busy, std::chrono::nanoseconds limit) {
+  return fence_once(FenceData::barrier_only, keep_busy, limit.count() > 0 ? limit : timeout_);
+}
+
+Expected<void> Bootstrap::fence_once(FenceData data, const std::function<void()>& keep_busy,
+                                     std::chrono::nanoseconds limit) {
   if (auto alive = check_all_peers(); !alive) return alive;
   pmix_info_t collect;
   PMIX_INFO_CONSTRUCT(&collect);
@@ -149,8 +156,9 @@ Expected<void> Bootstrap::fence(FenceData data) {
     pmix::PendingCall::from_cbdata(cbdata);  // no callback will come: free its copy
     return tl::unexpected(pmix_failure("PMIx_Fence_nb", rc, "check the launcher's PMIx server is still running"));
   }
-  auto waited = call->wait(timeout_, fmt::format("fence of {} ranks", identity_.size),
-                           [this]() -> std::optional<Error> {
+  auto waited = call->wait(limit, fmt::format("fence of {} ranks", identity_.size),
+                           [this, &keep_busy]() -> std::optional<Error> {
+                             if (keep_busy) keep_busy();
                              if (auto alive = check_all_peers(); !alive) return alive.error();
                              return std::nullopt;
                            });

@@ -57,6 +57,7 @@ Engine::~Engine() {
   if (!drain(std::chrono::seconds(2)))
     log::warn("runtime", "rank {} shuts down with {} messages not yet delivered to the transport", rank_,
               backlog_.size() + bounces_in_flight_);
+  wait_for_peers_to_finish();
   channel_events_.reset();  // channels' registrations go before the transport does
   std::size_t pending = requests_.pending_count();
   if (pending > 0)
@@ -95,7 +96,20 @@ Expected<void> Engine::start() {
     });
   log::info("runtime", "rank {} of {} up on {}, eager limit {} B", rank_, size_, transport_->name(),
             options_.eager_limit_bytes);
+  started_ = true;
   return {};
+}
+
+// A completed send has left this process, not necessarily reached its peer (over a lossy
+// network TCP may still be retransmitting it), and closing the endpoint can discard it. So
+// every rank that started cleanly waits here, progressing, until all ranks are here too.
+// Skipped once a peer died or went silent: the fence would only wait for it to time out.
+void Engine::wait_for_peers_to_finish() noexcept {
+  if (!started_ || size_ == 1 || deaths_.load() > 0) return;
+  auto limit = options_.peer_timeout.count() > 0 ? options_.peer_timeout : std::chrono::nanoseconds(0);
+  auto fenced = bootstrap_->fence_while([this] { progress(); }, limit);
+  if (!fenced)
+    log::warn("runtime", "rank {} closes without knowing every peer finished: {}", rank_, fenced.error().cause);
 }
 
 // Called from the PMIx event thread.

@@ -160,6 +160,7 @@ class Engine {
   void complete(RequestSlot* slot, Errc error) noexcept;
   void fail_requests_of_dead_peers() noexcept;
   void note_death(int peer, std::string_view why) noexcept;
+  void wait_for_peers_to_finish() noexcept;
   Status refuse(Errc code, std::string cause, std::string remedy) noexcept;
   Status finish_test(RequestSlot* slot, Request& request, MessageInfo* info) noexcept;
   Status refuse_failed(const RequestSlot* slot, Errc error) noexcept;
@@ -268,6 +269,7 @@ class Engine {
   bool user_cache_unavailable_ = false;
 
   std::atomic<bool> stopping_{false};
+  bool started_ = false;  // start() succeeded: the shutdown fence has every rank to wait for
   std::thread progress_thread_;
 };
 
