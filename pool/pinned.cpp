@@ -47,8 +47,10 @@ Expected<void*> pinned_try_alloc(std::size_t size, std::size_t alignment) {
 }
 
 void* pinned_alloc(std::size_t size, std::size_t alignment) noexcept {
-  if (pool::SlabPool* started = pool::g_started_pool.load(std::memory_order_acquire))
+  if (pool::SlabPool* started = pool::g_started_pool.load(std::memory_order_acquire)) {
+    if (void* object = pool::allocate_from_thread_cache(*started, size, alignment)) return object;
     return started->allocate(size, alignment);
+  }
   const auto& pool = pool::global_pool();
   if (!pool) return nullptr;
   return (*pool)->allocate(size, alignment);
@@ -57,7 +59,7 @@ void* pinned_alloc(std::size_t size, std::size_t alignment) noexcept {
 void pinned_free(void* pointer) noexcept {
   const pool::RecentSpan& recent = pool::t_recent_span;
   if (reinterpret_cast<std::uintptr_t>(pointer) - recent.start < recent.bytes) {
-    (void)recent.span->owner->free_small(recent.span, pointer);
+    if (!pool::free_to_thread_cache(*recent.span, pointer)) (void)recent.span->owner->free_small(recent.span, pointer);
     return;
   }
   if (pointer == nullptr) return;

@@ -50,11 +50,7 @@ void shape_span(Span* span, int size_class) {
 }  // namespace
 
 void* SlabPool::allocate(std::size_t size, std::size_t alignment) noexcept {
-  int size_class = class_for_fast(size, alignment);
-  ThreadCache* cache = t_thread_caches[id_];
-  if (size_class != kNotAClass && size != 0 && cache != nullptr &&
-      cache->lists[size_class].head != nullptr && is_power_of_two(alignment))
-    return hand_out(cache->lists[size_class]);
+  if (void* object = allocate_from_thread_cache(*this, size, alignment)) return object;
   auto slow = try_allocate(size, alignment);
   if (slow) return *slow;
   t_last_error = slow.error();
@@ -210,6 +206,7 @@ Errc SlabPool::release(Span* span, void* pointer) noexcept {
 }
 
 Errc SlabPool::free_small(Span* span, void* pointer) noexcept {
+  if (free_to_thread_cache(*span, pointer)) return Errc::ok;
   std::int64_t index = span->object_index(pointer);
   if (index < 0)
     return refuse_free(Errc::invalid_argument, pointer,

@@ -96,6 +96,7 @@ class SlabPool {
   void remove_registrar(int slot) noexcept;
   [[nodiscard]] PoolStats stats() const;
   [[nodiscard]] const PoolOptions& options() const noexcept { return options_; }
+  [[nodiscard]] int id() const noexcept { return id_; }  // index of its thread caches
 
   // Used by the thread caches.
   void refill(FreeList& list, int size_class, std::uint32_t want) noexcept;

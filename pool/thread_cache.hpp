@@ -58,6 +58,36 @@ inline std::atomic<std::uint8_t>* remembered_state(void* object) noexcept {
 inline thread_local std::array<ThreadCache*, kMaxPools> t_thread_caches
     __attribute__((tls_model("initial-exec"))){};
 
+// The allocation fast path, inline so that pinned_alloc makes no further call: an object
+// from this thread's cache, or nullptr for SlabPool::allocate's slow path.
+inline void* allocate_from_thread_cache(const SlabPool& pool, std::size_t size, std::size_t alignment) noexcept {
+  int size_class = class_for_fast(size, alignment);
+  if (size_class == kNotAClass || size == 0 || !is_power_of_two(alignment)) return nullptr;
+  ThreadCache* cache = t_thread_caches[pool.id()];
+  if (cache == nullptr || cache->lists[size_class].head == nullptr) return nullptr;
+  void* object = pop(cache->lists[size_class]);
+  remembered_state(object)->store(Span::kLive, std::memory_order_relaxed);
+  return object;
+}
+
+// The free fast path for a pointer inside a slab span's objects: true once the object is
+// in this thread's cache. False leaves everything as it was for SlabPool::free_small,
+// which refuses bad frees with a logged error and drains a full cache.
+inline bool free_to_thread_cache(Span& span, void* pointer) noexcept {
+  std::int64_t index = span.object_index(pointer);
+  if (index < 0) return false;
+  auto& state = span.state(static_cast<std::size_t>(index));
+  if (state.load(std::memory_order_relaxed) != Span::kLive) return false;
+  ThreadCache* cache = t_thread_caches[span.owner->id()];
+  if (cache == nullptr) return false;
+  FreeList& list = cache->lists[span.size_class];
+  if (list.count.load(std::memory_order_relaxed) >= span.owner->cache_limit(span.size_class)) return false;
+  state.store(Span::kFree, std::memory_order_relaxed);
+  remember_state(pointer, &state);
+  push(list, pointer);
+  return true;
+}
+
 // The slab span this thread freed into last: consecutive frees from one span skip the
 // address map. Only slab spans are remembered: they are never released or reused.
 struct RecentSpan {

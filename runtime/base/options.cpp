@@ -71,8 +71,9 @@ constexpr Option kOptions[] = {
     {"TETHER_EAGER_BUFFERS", "64", Kind::integer,
      "Pinned receive buffers posted per endpoint for eager and control messages"},
     {"TETHER_MAX_REQUESTS", "65536", Kind::integer, "Sends and receives that may be in flight at once"},
-    {"TETHER_UNEXPECTED_MAX", "4096", Kind::integer,
-     "Unexpected messages queued before each further one is warned about"},
+    {"TETHER_EAGER_CREDITS", "64", Kind::integer,
+     "Eager messages a rank may have unreceived at one peer; past it messages wait at the sender "
+     "(rendezvous), which bounds the unexpected queue at credits x eager limit per peer"},
     {"TETHER_RNDV_PROTOCOL", "auto", Kind::choice,
      "Rendezvous: put (receiver sends CTS, sender writes) or get (receiver reads); auto is put",
      "auto|put|get"},

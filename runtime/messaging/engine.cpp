@@ -25,7 +25,7 @@ EngineOptions EngineOptions::from_config() {
   options.receive_buffers = static_cast<std::size_t>(config.integer("TETHER_EAGER_BUFFERS"));
   options.max_requests = static_cast<std::uint32_t>(config.integer("TETHER_MAX_REQUESTS"));
   options.chunk_bytes = config.size_bytes("TETHER_RNDV_CHUNK");
-  options.unexpected_max = static_cast<std::size_t>(config.integer("TETHER_UNEXPECTED_MAX"));
+  options.eager_credits = static_cast<std::uint32_t>(std::clamp<std::int64_t>(config.integer("TETHER_EAGER_CREDITS"), 0, 1 << 20));
   options.rendezvous_protocol = std::string(config.choice("TETHER_RNDV_PROTOCOL"));
   options.progress_thread = config.flag("TETHER_PROGRESS_THREAD");
   options.peer_timeout = config.duration("TETHER_PEER_TIMEOUT");
@@ -43,6 +43,7 @@ Engine::Engine(std::unique_ptr<Bootstrap> bootstrap, std::unique_ptr<transport::
       commands_(options.max_requests),
       peers_(static_cast<std::size_t>(size_)) {
   for (int i = 0; i < size_; ++i) dead_.push_back(std::make_unique<std::atomic<bool>>(false));
+  for (PeerState& peer : peers_) peer.send_credits = options_.eager_credits;
   const auto& limits = transport_->limits();
   std::size_t room = limits.max_message_bytes > sizeof(MessageHeader) ? limits.max_message_bytes - sizeof(MessageHeader) : 0;
   options_.eager_limit_bytes = std::min(options_.eager_limit_bytes, room);

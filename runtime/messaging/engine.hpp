@@ -27,7 +27,7 @@ struct EngineOptions {
   std::size_t receive_buffers = 64;
   std::uint32_t max_requests = 65536;
   std::size_t chunk_bytes = std::size_t{2} << 20;
-  std::size_t unexpected_max = 4096;
+  std::uint32_t eager_credits = 64;  // per peer (engine_credits.cpp)
   std::string rendezvous_protocol = "auto";  // auto | put | get
   bool progress_thread = false;
   std::chrono::nanoseconds peer_timeout{std::chrono::seconds(30)};  // 0: peers never time out
@@ -96,6 +96,11 @@ struct PeerState {
   std::uint64_t heard_count_seen = 0;  // at the last check
   std::chrono::steady_clock::time_point heard_at{};   // last check that saw a new message
   std::chrono::steady_clock::time_point probed_at{};  // probe outstanding while > heard_at
+  // Eager flow control (engine_credits.cpp).
+  std::uint32_t send_credits = 0;   // credits this rank may still spend at the peer
+  bool credits_exhausted = false;   // said so in the log since they ran out
+  std::uint32_t credits_lent = 0;   // the peer's messages here that spent a credit, not yet given back
+  std::uint32_t credits_owed = 0;   // of those, taken by a receive: given back with the next header
 };
 
 class Engine {
@@ -149,6 +154,8 @@ class Engine {
   void post_raw(int peer_rank, std::span<const std::byte> bytes, bool take_sequence) noexcept;
   // Eager and control messages handed to the transport so far (handshakes included).
   [[nodiscard]] std::uint64_t messages_sent() const noexcept { return messages_sent_.load(std::memory_order_relaxed); }
+  // Sends of eager size that went by rendezvous because the peer's credits were in use.
+  [[nodiscard]] std::uint64_t sends_without_credit() const noexcept { return sends_without_credit_; }
 
  private:
   struct Command {
@@ -184,7 +191,10 @@ class Engine {
   void send_eager(RequestSlot* slot, PeerState& peer) noexcept;
   void send_rts(RequestSlot* slot, PeerState& peer) noexcept;
   void send_to_self(RequestSlot* slot) noexcept;
+  // Copies a message that starts with a MessageHeader to a bounce, gives back the credits
+  // owed to the peer in it, and posts it.
   [[nodiscard]] bool post_control(int peer_rank, const void* bytes, std::size_t length) noexcept;
+  std::byte* copy_to_bounce(int peer_rank, const void* bytes, std::size_t length) noexcept;
   struct Outgoing {
     int peer;
     std::byte* bounce;
@@ -196,6 +206,14 @@ class Engine {
   void flush_backlog() noexcept;
   void drop_backlog_of_dead_peers() noexcept;
   Expected<transport::PeerIndex> resolve(int peer_rank);
+
+  // Eager flow control (engine_credits.cpp).
+  bool may_send_eager(int peer_rank, std::size_t bytes) noexcept;
+  void spend_credit(int peer_rank, MessageHeader& header) noexcept;
+  void stamp_credits(int peer_rank, MessageHeader& header) noexcept;
+  void take_back_credits(int source, std::uint32_t returned) noexcept;
+  bool admit_eager(const MessageHeader& header) noexcept;
+  void owe_credit(const MessageHeader& header) noexcept;
 
   // Receiving and matching (engine_match.cpp).
   void post_receive(RequestSlot* slot) noexcept;
@@ -262,6 +280,7 @@ class Engine {
   mutable std::mutex failure_reasons_mutex_;  // note_death comes from the PMIx event thread
   std::vector<std::string> failure_reasons_;  // why a rank counts as dead, by rank
 
+  std::uint64_t sends_without_credit_ = 0;
   std::size_t bounces_in_flight_ = 0;  // posted sends whose completion has not come back
   std::atomic<std::uint64_t> messages_sent_{0};
   std::unique_ptr<ChannelEvents> channel_events_;

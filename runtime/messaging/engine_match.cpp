@@ -63,6 +63,7 @@ void Engine::on_receive(const transport::Completion& completion) noexcept {
   int source = static_cast<int>(message->header.source_rank);
   PeerState& peer = peers_[static_cast<std::size_t>(source)];
   ++peer.heard_count;
+  take_back_credits(source, message->header.credits_returned);
   if (!sequenced(message->header.kind)) return dispatch(*message);
   std::uint32_t sequence = message->header.sequence;
   if (sequence == peer.next_receive_sequence) {
@@ -102,7 +103,10 @@ void Engine::dispatch(const DecodedMessage& message) noexcept {
     case MessageKind::fin: return on_fin(message);
     case MessageKind::probe:
     case MessageKind::probe_ack: return on_probe(message);
+    case MessageKind::credit: return;  // on_receive took the credits
     case MessageKind::eager:
+      if (!admit_eager(message.header)) return;
+      [[fallthrough]];
     case MessageKind::rts: return deliver(message);
   }
 }
@@ -113,9 +117,6 @@ void Engine::deliver(const DecodedMessage& message) noexcept {
     if (message.header.kind == MessageKind::rts) return answer_rts(slot, message.header, message.rts);
     return land_eager(slot, message.header, message.payload);
   }
-  if (unexpected_.size() == options_.unexpected_max)
-    log::warn("runtime", "{} unexpected messages are queued (TETHER_UNEXPECTED_MAX); post receives sooner",
-              unexpected_.size());
   UnexpectedMessage kept;
   kept.header = message.header;
   kept.payload.assign(message.payload.begin(), message.payload.end());
@@ -124,6 +125,7 @@ void Engine::deliver(const DecodedMessage& message) noexcept {
 }
 
 void Engine::land_eager(RequestSlot* slot, const MessageHeader& header, std::span<const std::byte> payload) noexcept {
+  owe_credit(header);
   std::size_t landed = std::min(payload.size(), slot->buffer_bytes);
   if (landed > 0) std::memcpy(slot->receive_buffer, payload.data(), landed);
   slot->info.source = static_cast<int>(header.source_rank);

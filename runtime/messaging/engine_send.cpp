@@ -16,7 +16,7 @@ void Engine::send_to_peer(RequestSlot* slot) noexcept {
     log::error("runtime", "cannot reach rank {}: {}", slot->peer, resolved.error().message());
     return complete(slot, Errc::peer_unreachable);
   }
-  if (slot->buffer_bytes <= options_.eager_limit_bytes) return send_eager(slot, peer);
+  if (may_send_eager(slot->peer, slot->buffer_bytes)) return send_eager(slot, peer);
   send_rts(slot, peer);
 }
 
@@ -28,6 +28,8 @@ void Engine::send_eager(RequestSlot* slot, PeerState& peer) noexcept {
   if (bounce == nullptr) return complete(slot, Errc::out_of_memory);
   MessageHeader header = make_header(MessageKind::eager, rank_, slot->tag, peer.next_send_sequence++,
                                      slot->buffer_bytes);
+  spend_credit(slot->peer, header);
+  stamp_credits(slot->peer, header);
   std::memcpy(bounce, &header, sizeof header);
   if (slot->buffer_bytes > 0) std::memcpy(bounce + sizeof header, slot->send_buffer, slot->buffer_bytes);
   post_bounce(slot->peer, bounce, length, slot);  // completes the request once posted
@@ -57,15 +59,25 @@ void Engine::send_to_self(RequestSlot* slot) noexcept {
 }
 
 bool Engine::post_control(int peer_rank, const void* bytes, std::size_t length) noexcept {
+  std::byte* bounce = copy_to_bounce(peer_rank, bytes, length);
+  if (bounce == nullptr) return false;
+  MessageHeader header;
+  std::memcpy(&header, bounce, sizeof header);
+  stamp_credits(peer_rank, header);
+  std::memcpy(bounce, &header, sizeof header);
+  post_bounce(peer_rank, bounce, length, nullptr);
+  return true;
+}
+
+std::byte* Engine::copy_to_bounce(int peer_rank, const void* bytes, std::size_t length) noexcept {
   auto* bounce = static_cast<std::byte*>(pinned_alloc(length, 64));
   if (bounce == nullptr) {
     log::error("runtime", "no pinned memory for a {}-byte control message to rank {}: {}", length, peer_rank,
                pinned_last_error().message());
-    return false;
+    return nullptr;
   }
   std::memcpy(bounce, bytes, length);
-  post_bounce(peer_rank, bounce, length, nullptr);
-  return true;
+  return bounce;
 }
 
 void Engine::post_raw(int peer_rank, std::span<const std::byte> bytes, bool take_sequence) noexcept {
@@ -76,7 +88,8 @@ void Engine::post_raw(int peer_rank, std::span<const std::byte> bytes, bool take
     std::uint32_t sequence = peers_[static_cast<std::size_t>(peer_rank)].next_send_sequence++;
     std::memcpy(copy.data() + offsetof(MessageHeader, sequence), &sequence, sizeof sequence);
   }
-  if (!post_control(peer_rank, copy.data(), copy.size())) log::error("runtime", "raw message to rank {}: no pinned memory", peer_rank);
+  std::byte* bounce = copy_to_bounce(peer_rank, copy.data(), copy.size());
+  if (bounce != nullptr) post_bounce(peer_rank, bounce, copy.size(), nullptr);
 }
 
 // Sends a pinned bounce buffer (freed when the send completes), or queues it behind

@@ -19,14 +19,15 @@ std::size_t body_bytes(MessageKind kind) noexcept {
     case MessageKind::cts: return sizeof(ClearToSend);
     case MessageKind::fin: return sizeof(RendezvousDone);
     case MessageKind::probe:
-    case MessageKind::probe_ack: return 0;
+    case MessageKind::probe_ack:
+    case MessageKind::credit: return 0;
   }
   return 0;
 }
 
 bool known_kind(MessageKind kind) noexcept {
   auto value = static_cast<std::uint8_t>(kind);
-  return value >= 1 && value <= 6;
+  return value >= 1 && value <= 7;
 }
 
 template <class Body>
@@ -44,6 +45,11 @@ Expected<void> check_body(const DecodedMessage& message) {
     if (message.rts.source.length < message.header.message_bytes && protocol == RendezvousProtocol::get)
       return malformed("rts offers a source shorter than the message");
   }
+  if ((message.header.flags & ~kUsesCredit) != 0)
+    return malformed(fmt::format("unknown header flags {:#x}", message.header.flags));
+  if ((message.header.flags & kUsesCredit) != 0 &&
+      (message.header.kind != MessageKind::eager || message.header.message_bytes == 0))
+    return malformed("a credit spent by a message without an eager payload");
   if (message.header.kind == MessageKind::cts) {
     if (message.cts.bytes_to_write > message.cts.target.length)
       return malformed(fmt::format("cts asks to write {} bytes into a {}-byte target",
@@ -69,8 +75,7 @@ Expected<DecodedMessage> decode(std::span<const std::byte> bytes, int job_size) 
     return malformed(fmt::format("source rank {} in a job of {}", header.source_rank, job_size));
   std::size_t expected = sizeof(MessageHeader) + body_bytes(header.kind);
   if (header.kind == MessageKind::eager) expected += header.message_bytes;
-  bool exact = header.kind == MessageKind::eager || header.kind == MessageKind::probe ||
-               header.kind == MessageKind::probe_ack;
+  bool exact = body_bytes(header.kind) == 0;  // eager (its payload counted above) and header-only kinds
   if (exact ? bytes.size() != expected : bytes.size() < expected)
     return malformed(fmt::format("{} message of {} bytes, header says {}", static_cast<int>(header.kind),
                                  bytes.size(), expected));
@@ -87,7 +92,7 @@ Expected<DecodedMessage> decode(std::span<const std::byte> bytes, int job_size) 
 MessageHeader make_header(MessageKind kind, int source_rank, int tag, std::uint32_t sequence,
                           std::uint64_t message_bytes) noexcept {
   return MessageHeader{kWireMagic, kWireVersion, kind, static_cast<std::uint32_t>(source_rank),
-                       tag, sequence, message_bytes, 0};
+                       tag, sequence, message_bytes, 0, 0};
 }
 
 }  // namespace tether::messaging

@@ -13,7 +13,7 @@
 namespace tether::messaging {
 
 inline constexpr std::uint16_t kWireMagic = 0x7e7a;  // "te" + protocol
-inline constexpr std::uint8_t kWireVersion = 1;
+inline constexpr std::uint8_t kWireVersion = 2;
 
 enum class MessageKind : std::uint8_t {
   eager = 1,  // payload follows the header
@@ -22,6 +22,7 @@ enum class MessageKind : std::uint8_t {
   fin = 4,    // get variant: the receiver read everything; RendezvousDone follows
   probe = 5,      // are you there? (liveness, TETHER_PEER_TIMEOUT); header only
   probe_ack = 6,  // yes; header only
+  credit = 7,     // eager credits given back (header's credits_returned); header only
 };
 
 struct MessageHeader {
@@ -32,9 +33,13 @@ struct MessageHeader {
   std::int32_t tag;
   std::uint32_t sequence;      // per (source, destination) pair, eager and rts only
   std::uint64_t message_bytes; // size of the user message (eager: payload bytes)
-  std::uint64_t reserved;
+  std::uint32_t credits_returned;  // eager credits the sender gives back to the destination
+  std::uint32_t flags;             // kUsesCredit
 };
 static_assert(sizeof(MessageHeader) == 32);
+// An eager message with a payload spends one of the credits its destination lent; the
+// destination gives it back once a receive took the message (engine_credits.cpp).
+inline constexpr std::uint32_t kUsesCredit = 1;
 
 // Identifies a request on the side that owns it: slot index and generation.
 struct RequestId {

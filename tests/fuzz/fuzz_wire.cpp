@@ -14,6 +14,8 @@ void check_limits(const DecodedMessage& message, std::span<const std::byte> byte
   const MessageHeader& header = message.header;
   FUZZ_ASSERT(header.magic == kWireMagic && header.version == kWireVersion);
   FUZZ_ASSERT(header.source_rank < static_cast<std::uint32_t>(job_size));
+  FUZZ_ASSERT((header.flags & ~kUsesCredit) == 0);
+  FUZZ_ASSERT((header.flags & kUsesCredit) == 0 || (header.kind == MessageKind::eager && header.message_bytes > 0));
   if (header.kind == MessageKind::eager) {
     FUZZ_ASSERT(message.payload.size() == header.message_bytes);
     FUZZ_ASSERT(message.payload.data() == bytes.data() + sizeof(MessageHeader));
@@ -41,14 +43,16 @@ std::vector<std::byte> encoded(const MessageHeader& header, const Body& body) {
 std::vector<std::byte> reencode(const DecodedMessage& message) {
   const MessageHeader& in = message.header;
   MessageHeader header = make_header(in.kind, static_cast<int>(in.source_rank), in.tag, in.sequence, in.message_bytes);
-  header.reserved = in.reserved;
+  header.credits_returned = in.credits_returned;
+  header.flags = in.flags;
   switch (in.kind) {
     case MessageKind::rts: return encoded(header, message.rts);
     case MessageKind::cts: return encoded(header, message.cts);
     case MessageKind::fin: return encoded(header, message.fin);
     case MessageKind::eager:
     case MessageKind::probe:
-    case MessageKind::probe_ack: break;  // header, then the payload (none for probes)
+    case MessageKind::probe_ack:
+    case MessageKind::credit: break;  // header, then the payload (none but for eager)
   }
   std::vector<std::byte> bytes(sizeof header + message.payload.size());
   std::memcpy(bytes.data(), &header, sizeof header);

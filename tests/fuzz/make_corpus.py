@@ -7,14 +7,17 @@ import struct
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-WIRE_MAGIC, WIRE_VERSION = 0x7E7A, 1
+WIRE_MAGIC, WIRE_VERSION = 0x7E7A, 2
 HELLO_MAGIC, HELLO_VERSION = 0x7E43, 1
 HYBRID_MAGIC = 0x54485942
-EAGER, RTS, CTS, FIN = 1, 2, 3, 4
+EAGER, RTS, CTS, FIN, CREDIT = 1, 2, 3, 4, 7
+USES_CREDIT = 1
 
 
-def header(kind, source=1, tag=7, sequence=0, message_bytes=0, magic=WIRE_MAGIC, version=WIRE_VERSION):
-    return struct.pack("<HBBIiIQQ", magic, version, kind, source, tag, sequence, message_bytes, 0)
+def header(kind, source=1, tag=7, sequence=0, message_bytes=0, magic=WIRE_MAGIC, version=WIRE_VERSION,
+           credits_returned=0, flags=0):
+    return struct.pack("<HBBIiIQII", magic, version, kind, source, tag, sequence, message_bytes, credits_returned,
+                       flags)
 
 
 def remote(address=0x10000, key=0x300000002, base=0x10000, length=4096):
@@ -28,7 +31,9 @@ def wire_seeds():
     rts_get = struct.pack("<II", 4, 1) + remote(length=1 << 20) + bytes([2]) + bytes(7)
     cts = struct.pack("<IIII", 4, 1, 9, 2) + remote(length=1 << 20) + struct.pack("<QQ", 1 << 20, 1 << 18)
     return {
-        "eager": job + header(EAGER, message_bytes=len(payload)) + payload,
+        "eager": job + header(EAGER, message_bytes=len(payload), flags=USES_CREDIT) + payload,
+        "eager-no-credit": job + header(EAGER, message_bytes=len(payload)) + payload,
+        "credit": job + header(CREDIT, credits_returned=32),
         "eager-empty": job + header(EAGER),
         "rts-put": job + header(RTS, message_bytes=1 << 20) + rts_put,
         "rts-get": job + header(RTS, message_bytes=1 << 20) + rts_get,

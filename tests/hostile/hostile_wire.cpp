@@ -84,6 +84,17 @@ std::vector<RawMessage> protocol_faults(int sender, int receiver) {
   RendezvousDone stray_fin{{54321, 99}};
   faults.push_back({"fin for no send", join(header(MessageKind::fin, sender, 0, 64), stray_fin), false,
                     "FIN from rank " + std::to_string(sender) + " for a send that is not in flight"});
+  std::byte payload[16] = {};
+  faults.push_back({"eager payload that spent no credit", join(header(MessageKind::eager, sender, 0, 16), payload), true,
+                    "from rank " + std::to_string(sender) + ": it spent no eager credit"});
+  MessageHeader flagged_empty = header(MessageKind::eager, sender, 0, 0);
+  flagged_empty.flags = kUsesCredit;
+  faults.push_back({"a credit spent by an empty message", join(flagged_empty), false,
+                    "a credit spent by a message without an eager payload"});
+  MessageHeader generous = header(MessageKind::credit, sender, 0, 0);
+  generous.credits_returned = 100000;
+  faults.push_back({"more credits given back than lent", join(generous), false,
+                    "rank " + std::to_string(sender) + " gave back 100000 eager credits"});
   faults.push_back({"sequence far ahead", join(header(MessageKind::eager, sender, 0x7fff0000U, 0)), false,
                     "dropped message 2147418112 from rank " + std::to_string(sender) + ": more than 65536 ahead"});
   faults.push_back({"sequence already taken", join(header(MessageKind::eager, sender, 0x90000000U, 0)), false,

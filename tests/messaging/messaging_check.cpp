@@ -2,6 +2,7 @@
 // Each scenario asserts on the bytes that landed, counts and error codes; exit 0 = pass.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -192,69 +193,88 @@ void bad_input(Runtime& runtime) {
 }
 
 // Rank 1 dies; the others' requests to it fail with peer_unreachable instead of hanging.
-// Three ranks under pressure (run with a small TETHER_POOL_MAX and TETHER_UNEXPECTED_MAX):
-// rank 2 floods rank 0 before any receive is posted, past the unexpected-message limit;
-// rank 0 then takes the whole pool, so its eager send to rank 1 fails with a clear
-// out-of-memory error while it still receives rank 2's messages; once the pool is given
-// back, the send to rank 1 goes through. Every message is checksummed.
+// Three ranks under pressure (run with a small TETHER_POOL_MAX and TETHER_EAGER_CREDITS):
+// rank 2 floods rank 0 before any receive is posted, past its eager credits, so the first
+// messages wait at rank 0 and the rest at rank 2 (rendezvous); rank 0 then takes the
+// whole pool, so its eager send to rank 1 fails with a clear out-of-memory error while it
+// still receives rank 2's queued messages; once the pool is given back, the send to rank 1
+// and the rest of the flood go through. Every message is checksummed.
 constexpr int kFlood = 64;
 constexpr std::size_t kFloodBytes = 512;
 
-void flood_from_rank_2(Runtime& runtime) {
-  std::vector<std::vector<std::byte>> out(kFlood, std::vector<std::byte>(kFloodBytes));
-  std::vector<Request> sends(kFlood);
+struct Flood {
+  std::vector<std::vector<std::byte>> out;
+  std::vector<Request> sends;
+};
+
+Flood start_flood(Runtime& runtime) {
+  Flood flood{std::vector<std::vector<std::byte>>(kFlood, std::vector<std::byte>(kFloodBytes)),
+              std::vector<Request>(kFlood)};
   for (int i = 0; i < kFlood; ++i) {
-    fill(out[i].data(), kFloodBytes, 1000 + static_cast<std::uint64_t>(i));
-    CHECK(runtime.isend(out[i].data(), kFloodBytes, 0, 20 + i, sends[i]) != Status::error, "{}", runtime.last_error().message());
+    fill(flood.out[i].data(), kFloodBytes, 1000 + static_cast<std::uint64_t>(i));
+    CHECK(runtime.isend(flood.out[i].data(), kFloodBytes, 0, 20 + i, flood.sends[i]) != Status::error, "{}",
+          runtime.last_error().message());
   }
-  CHECK(runtime.wait_all(sends) == Status::done, "flood: {}", runtime.last_error().message());
+  return flood;
 }
 
-void receive_flood(Runtime& runtime) {
+// Receives flood messages [first, last) in reverse: every match searches the queue.
+void receive_flood(Runtime& runtime, int first, int last) {
   std::vector<std::byte> expected(kFloodBytes), in(kFloodBytes);
   int bad = 0;
-  for (int i = kFlood - 1; i >= 0; --i) {  // in reverse: every match searches the queue
+  for (int i = last - 1; i >= first; --i) {
     Request request;
     CHECK(runtime.irecv(in.data(), kFloodBytes, 2, 20 + i, request) != Status::error, "{}", runtime.last_error().message());
     wait_ok(runtime, request);
     if (checksum(in.data(), kFloodBytes) != fill(expected.data(), kFloodBytes, 1000 + static_cast<std::uint64_t>(i))) ++bad;
   }
-  CHECK(bad == 0, "{} of {} flooded messages differ", bad, kFlood);
+  CHECK(bad == 0, "{} of flooded messages {}-{} differ", bad, first, last - 1);
+}
+
+int eager_credits() {
+  const char* text = std::getenv("TETHER_EAGER_CREDITS");
+  return std::min(kFlood, text != nullptr ? std::atoi(text) : 64);
 }
 
 std::vector<void*> take_the_pool() {
   std::vector<void*> hog;
-  while (void* buffer = tether::pinned_alloc(std::size_t{1} << 20)) hog.push_back(buffer);
-  while (void* buffer = tether::pinned_alloc(64)) hog.push_back(buffer);
+  for (std::size_t bytes = std::size_t{1} << 20; bytes >= 16; bytes /= 2)  // every size class's free blocks too
+    while (void* buffer = tether::pinned_alloc(bytes)) hog.push_back(buffer);
   return hog;
+}
+
+void serve_under_pressure(Runtime& runtime) {
+  std::byte token[64];
+  std::vector<void*> hog = take_the_pool();
+  CHECK(!hog.empty(), "the pool gave nothing");
+  fill(token, sizeof token, 77);
+  Request refused;
+  Status started = runtime.isend(token, sizeof token, 1, 8, refused);
+  Status outcome = started == Status::error ? started : runtime.wait(refused);
+  CHECK(outcome == Status::error && runtime.last_error().code == tether::Errc::out_of_memory,
+        "an eager send with the pool exhausted: {}", runtime.last_error().message());
+  receive_flood(runtime, 0, eager_credits());  // queued here: the other peer is still served
+  for (void* buffer : hog) tether::pinned_free(buffer);
+  receive_flood(runtime, eager_credits(), kFlood);  // waited at the sender
+  Request send;
+  CHECK(runtime.isend(token, sizeof token, 1, 8, send) != Status::error, "{}", runtime.last_error().message());
+  wait_ok(runtime, send);
 }
 
 void pressure(Runtime& runtime) {
   CHECK(runtime.size() == 3, "pressure runs on 3 ranks, not {}", runtime.size());
-  std::byte token[64];
-  if (runtime.rank() == 2) flood_from_rank_2(runtime);
+  Flood flood;
+  if (runtime.rank() == 2) flood = start_flood(runtime);
   CHECK(runtime.barrier().has_value(), "barrier");
-  if (runtime.rank() == 0) {
-    std::vector<void*> hog = take_the_pool();
-    CHECK(!hog.empty(), "the pool gave nothing");
-    fill(token, sizeof token, 77);
-    Request refused;
-    Status started = runtime.isend(token, sizeof token, 1, 8, refused);
-    Status outcome = started == Status::error ? started : runtime.wait(refused);
-    CHECK(outcome == Status::error && runtime.last_error().code == tether::Errc::out_of_memory,
-          "an eager send with the pool exhausted: {}", runtime.last_error().message());
-    receive_flood(runtime);  // the other peer is still served
-    for (void* buffer : hog) tether::pinned_free(buffer);
-    Request send;
-    CHECK(runtime.isend(token, sizeof token, 1, 8, send) != Status::error, "{}", runtime.last_error().message());
-    wait_ok(runtime, send);
-  } else if (runtime.rank() == 1) {
+  if (runtime.rank() == 0) serve_under_pressure(runtime);
+  if (runtime.rank() == 1) {
     std::byte in[64], expected[64];
     Request receive;
     CHECK(runtime.irecv(in, sizeof in, 0, 8, receive) != Status::error, "{}", runtime.last_error().message());
     wait_ok(runtime, receive);
     CHECK(checksum(in, sizeof in) == fill(expected, sizeof expected, 77), "the send after the pool came back differs");
   }
+  if (runtime.rank() == 2) CHECK(runtime.wait_all(flood.sends) == Status::done, "flood: {}", runtime.last_error().message());
   CHECK(runtime.barrier().has_value(), "barrier");
 }
 

@@ -159,13 +159,15 @@ TEST(MessagingHybridTest, PeersOnTheSameNodeUseSharedMemoryAndTheOthersTheNetwor
   }
 }
 
-// A flood past TETHER_UNEXPECTED_MAX and an exhausted pool: a warning naming the limit,
-// a clear out-of-memory error on the one send that needed pool memory, every other
-// message delivered intact (tether-messaging-check pressure).
+// A flood past TETHER_EAGER_CREDITS and an exhausted pool: the sender says its credits
+// ran out and sends the rest by rendezvous, a clear out-of-memory error on the one send
+// that needed pool memory, every other message delivered intact (tether-messaging-check
+// pressure).
 TEST(MessagingPressureTest, FloodAndExhaustedPoolGiveClearErrorsAndEveryMessageArrives) {
   for (std::string transport : {"shm", "tcp"}) {
     std::vector<std::string> environment = environment_for({"pressure", 3, transport, "put"});
-    for (const char* limit : {"TETHER_POOL_SIZE=32M", "TETHER_POOL_MAX=32M", "TETHER_UNEXPECTED_MAX=16"})
+    for (const char* limit : {"TETHER_POOL_SIZE=32M", "TETHER_POOL_MAX=32M", "TETHER_EAGER_CREDITS=16",
+                              "TETHER_LOG_LEVEL=info"})
       environment.emplace_back(limit);
     Outcome outcome = run({TETHER_RUN_PATH, "-n", "3", "--timeout", "60s", MESSAGING_CHECK_PATH, "pressure"},
                           environment, std::chrono::seconds(90));
@@ -173,7 +175,8 @@ TEST(MessagingPressureTest, FloodAndExhaustedPoolGiveClearErrorsAndEveryMessageA
     for (int rank = 0; rank < 3; ++rank)
       EXPECT_NE(outcome.output.find("rank " + std::to_string(rank) + ": pressure passed"), std::string::npos)
           << outcome.output;
-    EXPECT_NE(outcome.output.find("unexpected messages are queued (TETHER_UNEXPECTED_MAX)"), std::string::npos)
+    EXPECT_NE(outcome.output.find("rank 2 has used its 16 eager credits at rank 0 (TETHER_EAGER_CREDITS)"),
+              std::string::npos)
         << outcome.output;
     EXPECT_NE(outcome.output.find("TETHER_POOL_MAX"), std::string::npos) << "no error naming the pool limit\n"
                                                                          << outcome.output;

@@ -41,9 +41,32 @@ TEST(WireTest, RejectsShortTruncatedAndPaddedMessages) {
   EXPECT_FALSE(decode(bytes, 4));
 }
 
+// Flow control: only an eager message with a payload may spend a credit, and no other
+// flag bit exists; credits given back ride in any header.
+TEST(WireTest, CreditFlagOnlyOnEagerPayloads) {
+  auto bytes = eager(16);
+  MessageHeader header;
+  std::memcpy(&header, bytes.data(), sizeof header);
+  header.flags = kUsesCredit;
+  header.credits_returned = 9;
+  std::memcpy(bytes.data(), &header, sizeof header);
+  auto message = decode(bytes, 4);
+  ASSERT_TRUE(message) << message.error().message();
+  EXPECT_EQ(message->header.credits_returned, 9u);
+  header.flags = kUsesCredit | 4;
+  std::memcpy(bytes.data(), &header, sizeof header);
+  EXPECT_NE(decode(bytes, 4).error().message().find("unknown header flags 0x5"), std::string::npos);
+  auto empty = eager(0);
+  std::memcpy(&header, empty.data(), sizeof header);
+  header.flags = kUsesCredit;
+  std::memcpy(empty.data(), &header, sizeof header);
+  EXPECT_NE(decode(empty, 4).error().message().find("a credit spent by a message without an eager payload"),
+            std::string::npos);
+}
+
 // Liveness probes are a bare header: exactly 32 bytes, anything after it is malformed.
 TEST(WireTest, ProbesAreHeaderOnly) {
-  for (MessageKind kind : {MessageKind::probe, MessageKind::probe_ack}) {
+  for (MessageKind kind : {MessageKind::probe, MessageKind::probe_ack, MessageKind::credit}) {
     MessageHeader header = make_header(kind, 2, 0, 0, 0);
     std::vector<std::byte> bytes(sizeof header);
     std::memcpy(bytes.data(), &header, sizeof header);
