@@ -283,14 +283,19 @@ void ChannelRegistry::close(ChannelState& channel) noexcept {
   if (channel.send.writes_in_flight == 0) release_registration(channel);
 }
 
-// The peer's keys stop working: its later writes fail at the peer (the memory itself
-// stays reserved while the peer lives, see peer_may_store).
+// The peer's keys to the channel's pool memory stay valid while the peer may still write
+// (a closed channel's in-flight writes must land, not vanish: libfabric shm answers a
+// write to a closed key with nothing at all); they go with the registry otherwise.
 void ChannelRegistry::release_registration(ChannelState& channel) noexcept {
-  channel.landing_key.release();
-  channel.flags_key.release();
+  if (!peer_may_store(channel)) release_keys(channel);
   channel.user_registration.release();
   if (channel.registered_whole) engine_.transport().registrar().deregister(channel.registration);
   channel.registered_whole = false;
+}
+
+void ChannelRegistry::release_keys(ChannelState& channel) noexcept {
+  channel.landing_key.release();
+  channel.flags_key.release();
 }
 
 void ChannelRegistry::release_memory(ChannelState& channel) noexcept {

@@ -43,10 +43,12 @@ ChannelRegistry::~ChannelRegistry() {
   for (auto& channel : channels_) {
     if (!channel->closed) ++open;
     if (!peer_may_store(*channel)) {
+      release_keys(*channel);
       release_memory(*channel);
       continue;
     }
     release_registration(*channel);
+    release_keys(*channel);  // after the engine's shutdown fence: the peer is done with it
     ++kept;
   }
   if (kept > 0)

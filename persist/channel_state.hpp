@@ -127,7 +127,7 @@ struct ChannelState {
   std::byte* flags = nullptr;            // receive side: its flag lines (pool)
   // The peer's keys to this side's pool memory: the slots (receive side, pool memory) or
   // the credit word (send side), and the flag lines. Registrations of just those ranges
-  // (TETHER_REMOTE_KEYS=exact), closed when the channel closes.
+  // (TETHER_REMOTE_KEYS=exact), kept while the peer may write, then closed.
   transport::ExposedRange landing_key;
   transport::ExposedRange flags_key;
   std::byte* direct_slots = nullptr;     // send side: the receiver's slots, mapped here
