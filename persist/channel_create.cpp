@@ -164,19 +164,31 @@ Expected<void> ChannelRegistry::describe_landing(ChannelState& channel) {
     return {};
   }
   if (channel.role == Role::receive) {
-    auto flags = transport.describe_pool_buffer_for(channel.transport_peer, channel.flags, channel.shape.slots * kFlagStride);
+    auto flags = expose_words(channel, channel.flags, channel.shape.slots * kFlagStride);
     if (!flags) return tl::unexpected(flags.error());
-    hello.flags = *flags;
+    channel.flags_key = std::move(*flags);
+    hello.flags = channel.flags_key.remote();
   }
   PoolLocation location;
   if (!pool_find(target, location)) {  // user memory: its one registration with the transport
     hello.landing = transport.describe_for(channel.transport_peer, channel.registration, target, bytes);
     return {};
   }
-  auto described = transport.describe_pool_buffer_for(channel.transport_peer, target, bytes);
-  if (!described) return tl::unexpected(described.error());
-  hello.landing = *described;
+  auto landing = expose_words(channel, target, bytes);
+  if (!landing) return tl::unexpected(landing.error());
+  channel.landing_key = std::move(*landing);
+  hello.landing = channel.landing_key.remote();
   return {};
+}
+
+// A key to pool memory the peer writes: its own registration of just those bytes
+// (TETHER_REMOTE_KEYS=exact, one-time cost at creation), or the arena's.
+Expected<transport::ExposedRange> ChannelRegistry::expose_words(ChannelState& channel, void* address,
+                                                                std::size_t bytes) {
+  auto key = engine_.transport().expose_pool_range(channel.transport_peer, address, bytes, Access::remote_write,
+                                                   engine_.remote_key_scope());
+  if (key && key->has_own_registration()) ++stats_.key_registrations;
+  return key;
 }
 
 Expected<void> ChannelRegistry::post_handshake(ChannelState& channel) {
@@ -271,10 +283,19 @@ void ChannelRegistry::close(ChannelState& channel) noexcept {
   if (channel.send.writes_in_flight == 0) release_registration(channel);
 }
 
+// The peer's keys to the channel's pool memory stay valid while the peer may still write
+// (a closed channel's in-flight writes must land, not vanish: libfabric shm answers a
+// write to a closed key with nothing at all); they go with the registry otherwise.
 void ChannelRegistry::release_registration(ChannelState& channel) noexcept {
+  if (!peer_may_store(channel)) release_keys(channel);
   channel.user_registration.release();
   if (channel.registered_whole) engine_.transport().registrar().deregister(channel.registration);
   channel.registered_whole = false;
+}
+
+void ChannelRegistry::release_keys(ChannelState& channel) noexcept {
+  channel.landing_key.release();
+  channel.flags_key.release();
 }
 
 void ChannelRegistry::release_memory(ChannelState& channel) noexcept {

@@ -43,10 +43,12 @@ ChannelRegistry::~ChannelRegistry() {
   for (auto& channel : channels_) {
     if (!channel->closed) ++open;
     if (!peer_may_store(*channel)) {
+      release_keys(*channel);
       release_memory(*channel);
       continue;
     }
     release_registration(*channel);
+    release_keys(*channel);  // after the engine's shutdown fence: the peer is done with it
     ++kept;
   }
   if (kept > 0)
@@ -60,8 +62,10 @@ ChannelRegistry::~ChannelRegistry() {
 
 // A live peer may store into a channel's slots, flags or credit word until it exits or
 // the transport closes, which comes after this registry: on the direct path it maps
-// this rank's memory, elsewhere its writes may be on the wire. Such memory never goes
-// back to the pool.
+// this rank's memory, with arena keys it may write anywhere it could, elsewhere its writes
+// may be on the wire. Closing the channel's own registrations (TETHER_REMOTE_KEYS=exact)
+// makes later writes fail at the peer, but a software provider may still be landing one
+// that passed the key check earlier. Such memory never goes back to the pool.
 bool ChannelRegistry::peer_may_store(const ChannelState& channel) const noexcept {
   return !channel.self && !engine_.peer_dead(channel.shape.peer);
 }

@@ -55,7 +55,9 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   Expected<void> provide_memory(ChannelState& channel, std::span<std::byte> user_memory);
   Expected<void> register_user_memory(ChannelState& channel, std::span<std::byte> user_memory);
   void release_registration(ChannelState& channel) noexcept;
+  void release_keys(ChannelState& channel) noexcept;
   Expected<void> describe_landing(ChannelState& channel);
+  Expected<transport::ExposedRange> expose_words(ChannelState& channel, void* address, std::size_t bytes);
   Expected<void> post_handshake(ChannelState& channel);
   Status finish_handshake(ChannelState& channel) noexcept;
   Expected<void> accept_hello(ChannelState& channel) const;

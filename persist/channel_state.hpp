@@ -125,6 +125,11 @@ struct ChannelState {
   void* descriptor = nullptr;            // local descriptor of user memory (FI_MR_LOCAL)
   std::uint64_t* credit_word = nullptr;  // pool: send side's credit landing / receive side's write source
   std::byte* flags = nullptr;            // receive side: its flag lines (pool)
+  // The peer's keys to this side's pool memory: the slots (receive side, pool memory) or
+  // the credit word (send side), and the flag lines. Registrations of just those ranges
+  // (TETHER_REMOTE_KEYS=exact), kept while the peer may write, then closed.
+  transport::ExposedRange landing_key;
+  transport::ExposedRange flags_key;
   std::byte* direct_slots = nullptr;     // send side: the receiver's slots, mapped here
   std::byte* direct_flags = nullptr;     // send side: the receiver's flag lines, mapped here
   std::uint64_t* direct_credit = nullptr;  // receive side: the sender's credit word, mapped here

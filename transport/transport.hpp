@@ -6,6 +6,7 @@
 // part that may be called from any thread (the pool grows from any thread).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -33,6 +34,57 @@ struct RemoteBuffer {
   std::uint64_t key = 0;                // the registration's remote key
   std::uint64_t registration_base = 0;  // virtual address where the registration starts
   std::uint64_t length = 0;             // bytes from `address` a peer may touch
+};
+
+// How far the key a peer is handed for pool memory reaches (TETHER_REMOTE_KEYS).
+enum class KeyScope : std::uint8_t {
+  exact,  // a registration of just the handed-out range, where the backend checks keys
+  arena,  // the key of the whole pool arena holding the range (no registration)
+};
+
+// Keys handed to peers for pool memory, counted by the transport that made them.
+struct KeyStats {
+  std::uint64_t range_registrations = 0;  // KeyScope::exact: registrations of one handed-out range
+  std::uint64_t range_releases = 0;       // of those, released since (the key no longer works)
+  std::uint64_t arena_keys = 0;           // arena keys handed out instead (KeyScope::arena, or shm-own)
+};
+
+// What Transport counts of KeyStats; ExposedRange counts its own release.
+struct KeyCounters {
+  std::atomic<std::uint64_t> range_registrations{0};
+  std::atomic<std::uint64_t> range_releases{0};
+  std::atomic<std::uint64_t> arena_keys{0};
+};
+
+// A range of pool memory a peer holds a key to, and the registration made for just that
+// range (none when the arena's key was handed out). Move-only; release() or destruction
+// closes the registration, after which a peer's RMA with the key fails at the peer.
+class ExposedRange {
+ public:
+  ExposedRange() = default;
+  explicit ExposedRange(const RemoteBuffer& remote) noexcept : remote_(remote) {}
+  ExposedRange(const RemoteBuffer& remote, Registrar& registrar, const Registration& registration,
+               KeyCounters& counters) noexcept
+      : remote_(remote), registrar_(&registrar), registration_(registration), counters_(&counters) {}
+  ExposedRange(ExposedRange&& other) noexcept { take(other); }
+  ExposedRange& operator=(ExposedRange&& other) noexcept;
+  ExposedRange(const ExposedRange&) = delete;
+  ExposedRange& operator=(const ExposedRange&) = delete;
+  ~ExposedRange() { release(); }
+
+  // What the peer is told; empty (length 0) once released or when default-made.
+  [[nodiscard]] const RemoteBuffer& remote() const noexcept { return remote_; }
+  // The key is this range's own registration (false: the arena's key, or nothing).
+  [[nodiscard]] bool has_own_registration() const noexcept { return registrar_ != nullptr; }
+  void release() noexcept;
+
+ private:
+  void take(ExposedRange& other) noexcept;
+
+  RemoteBuffer remote_{};
+  Registrar* registrar_ = nullptr;
+  Registration registration_{};
+  KeyCounters* counters_ = nullptr;
 };
 
 enum class CompletionKind : std::uint8_t {
@@ -146,6 +198,19 @@ class Transport {
     return describe_pool_buffer(address, length);
   }
 
+  // Hands `peer` a key to [address, address + length) of pool memory with `access`
+  // (Access::remote_write for landing ranges, remote_read for a get's source). With
+  // KeyScope::exact on a backend that checks keys, the key is a registration of just
+  // that range (byte-exact, not page-rounded; the memory is already pinned); otherwise
+  // the arena's key. Errc::not_from_pool when the range is not inside one pool arena
+  // attached to this transport. Setup path: it may register memory.
+  [[nodiscard]] virtual Expected<ExposedRange> expose_pool_range(PeerIndex peer, const void* address,
+                                                                 std::size_t length, Access access, KeyScope scope);
+  // Whether the target checks a peer's RMA against the key's range. false for backends
+  // that map pool arenas into their peers (shm-own): there a peer reaches whole arenas.
+  [[nodiscard]] virtual bool checks_remote_keys() const noexcept { return true; }
+  [[nodiscard]] virtual KeyStats key_stats() const noexcept;
+
  protected:
   Transport() = default;
   // The local descriptor of pool memory at `address`, or nullptr.
@@ -154,6 +219,7 @@ class Transport {
 
   Error last_error_;
   int pool_slot_ = -1;
+  KeyCounters key_counters_;
 };
 
 // Opens a domain and endpoint. `spec`: "ofi" (provider from TETHER_OFI_PROVIDER),

@@ -29,6 +29,8 @@ EngineOptions EngineOptions::from_config() {
   options.rendezvous_protocol = std::string(config.choice("TETHER_RNDV_PROTOCOL"));
   options.progress_thread = config.flag("TETHER_PROGRESS_THREAD");
   options.peer_timeout = config.duration("TETHER_PEER_TIMEOUT");
+  options.remote_keys = config.choice("TETHER_REMOTE_KEYS") == "arena" ? transport::KeyScope::arena
+                                                                        : transport::KeyScope::exact;
   return options;
 }
 

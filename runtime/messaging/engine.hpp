@@ -31,6 +31,7 @@ struct EngineOptions {
   std::string rendezvous_protocol = "auto";  // auto | put | get
   bool progress_thread = false;
   std::chrono::nanoseconds peer_timeout{std::chrono::seconds(30)};  // 0: peers never time out
+  transport::KeyScope remote_keys = transport::KeyScope::exact;     // of pool memory handed to peers
 
   static EngineOptions from_config();
 };
@@ -146,6 +147,11 @@ class Engine {
   [[nodiscard]] bool peer_dead(int peer_rank) const noexcept {
     return dead_[static_cast<std::size_t>(peer_rank)]->load(std::memory_order_relaxed);
   }
+  // How far keys to pool memory handed to peers reach (TETHER_REMOTE_KEYS).
+  [[nodiscard]] transport::KeyScope remote_key_scope() const noexcept { return options_.remote_keys; }
+  // The key a pending rendezvous request handed its peer (its landing buffer, or a get's
+  // source), empty when none: for tests of what that key reaches. Progress lock held.
+  [[nodiscard]] transport::RemoteBuffer exposed_to_peer(const Request& request) noexcept;
   // The counters of the cache that registers user buffers of rendezvous (zero until used).
   [[nodiscard]] RcacheStats user_cache_stats() const noexcept { return user_cache_ ? user_cache_->stats() : RcacheStats{}; }
   // For tests of hostile input (tests/hostile): sends `bytes` unchecked, in order behind
@@ -240,6 +246,8 @@ class Engine {
   bool post_chunks(RequestSlot* slot) noexcept;
   void resume_writes() noexcept;
   Expected<transport::RemoteBuffer> expose(RequestSlot* slot, void* buffer, std::size_t bytes);
+  Expected<transport::RemoteBuffer> expose_user_buffer(RequestSlot* slot, transport::PeerIndex peer, void* buffer,
+                                                       std::size_t bytes);
   const Registration* expose_cached(RequestSlot* slot, void* buffer, std::size_t bytes) noexcept;
   RegistrationCache* user_cache() noexcept;
   void unexpose(RequestSlot* slot) noexcept;

@@ -9,6 +9,12 @@
 namespace tether::messaging {
 namespace {
 
+// Pool memory that one arena holds whole (larger pool buffers are user memory here).
+bool within_one_arena(const void* buffer, std::size_t bytes) noexcept {
+  PoolLocation location;
+  return pool_find(buffer, location) && location.offset + bytes <= location.arena_length;
+}
+
 std::uint64_t chunk_count(std::uint64_t bytes, std::uint64_t chunk) noexcept {
   return bytes == 0 ? 0 : (bytes + chunk - 1) / chunk;
 }
@@ -19,11 +25,21 @@ RendezvousProtocol Engine::choose_protocol() const noexcept {
   return options_.rendezvous_protocol == "get" ? RendezvousProtocol::get : RendezvousProtocol::put;
 }
 
+// What the peer needs to reach `bytes` of `buffer`: pool memory gets a key of its own
+// (TETHER_REMOTE_KEYS=exact) or the arena's; user memory a registration of its pages.
 Expected<transport::RemoteBuffer> Engine::expose(RequestSlot* slot, void* buffer, std::size_t bytes) {
   if (bytes == 0) return transport::RemoteBuffer{};
   transport::PeerIndex peer = peers_[static_cast<std::size_t>(slot->peer)].transport_peer;
-  auto pool_buffer = transport_->describe_pool_buffer_for(peer, buffer, bytes);
-  if (pool_buffer) return pool_buffer;
+  if (!within_one_arena(buffer, bytes)) return expose_user_buffer(slot, peer, buffer, bytes);
+  Access access = slot->kind == RequestKind::receive ? Access::remote_write : Access::remote_read;
+  auto key = transport_->expose_pool_range(peer, buffer, bytes, access, options_.remote_keys);
+  if (!key) return tl::unexpected(key.error());
+  slot->pool_key = std::move(*key);
+  return slot->pool_key.remote();
+}
+
+Expected<transport::RemoteBuffer> Engine::expose_user_buffer(RequestSlot* slot, transport::PeerIndex peer,
+                                                             void* buffer, std::size_t bytes) {
   if (const Registration* cached = expose_cached(slot, buffer, bytes))
     return transport_->describe_for(peer, *cached, buffer, bytes);
   auto registration = transport::register_pages(transport_->registrar(), buffer, bytes);
@@ -31,6 +47,11 @@ Expected<transport::RemoteBuffer> Engine::expose(RequestSlot* slot, void* buffer
   slot->registration = *registration;
   slot->registered = true;
   return transport_->describe_for(peer, *registration, buffer, bytes);
+}
+
+transport::RemoteBuffer Engine::exposed_to_peer(const Request& request) noexcept {
+  RequestSlot* slot = requests_.find(request);
+  return slot == nullptr ? transport::RemoteBuffer{} : slot->pool_key.remote();
 }
 
 // The cache's registration when one cache entry covers the buffer (a peer needs one
@@ -61,6 +82,7 @@ RegistrationCache* Engine::user_cache() noexcept {
 }
 
 void Engine::unexpose(RequestSlot* slot) noexcept {
+  slot->pool_key.release();  // TETHER_REMOTE_KEYS=exact: the peer's key stops working here
   slot->cached.release();
   if (!slot->registered) return;
   transport_->registrar().deregister(slot->registration);

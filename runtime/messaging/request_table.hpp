@@ -34,6 +34,7 @@ struct RequestSlot {
   RcacheHandle cached;        // a user buffer's registration from the engine's cache, or
   Registration registration;  // one registered for this transfer (the range spans cache entries)
   bool registered = false;
+  transport::ExposedRange pool_key;  // a pool buffer's key handed to the peer (TETHER_REMOTE_KEYS)
   std::uint64_t chunks_left = 0;      // chunk completions (or notifications) still to come
   std::uint64_t posted_bytes = 0;     // of transfer_bytes, handed to the transport so far
   std::uint64_t transfer_bytes = 0;   // what moves by RMA

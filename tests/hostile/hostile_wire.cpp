@@ -136,4 +136,9 @@ RawMessage bogus_get(int sender, int tag, std::uint64_t message_bytes) {
           true, ""};  // the log line differs by transport: the receive's error is checked instead
 }
 
+RawMessage orphan_put(int sender, int tag, std::uint64_t message_bytes) {
+  RendezvousRequest orphan{{7, 7}, {}, RendezvousProtocol::put, {}};
+  return {"put rts of no send", join(make_header(MessageKind::rts, sender, tag, 0, message_bytes), orphan), true, ""};
+}
+
 }  // namespace tether::hostile

@@ -24,5 +24,8 @@ std::vector<RawMessage> malformed_messages(int sender, int receiver, int job_siz
 std::vector<RawMessage> random_messages(int sender, int count, std::uint64_t seed);
 // A rendezvous get whose source is a made-up address and key, for a receive of `tag`.
 RawMessage bogus_get(int sender, int tag, std::uint64_t message_bytes);
+// A rendezvous put from a send that does not exist: the receive of `tag` answers with a
+// CTS (its landing key) and then waits for writes only the test makes.
+RawMessage orphan_put(int sender, int tag, std::uint64_t message_bytes);
 
 }  // namespace tether::hostile

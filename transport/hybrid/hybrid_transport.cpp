@@ -144,4 +144,20 @@ Expected<RemoteBuffer> HybridTransport::describe_pool_buffer_for(PeerIndex peer,
   return backend(route).describe_pool_buffer(address, length);
 }
 
+Expected<ExposedRange> HybridTransport::expose_pool_range(PeerIndex peer, const void* address, std::size_t length,
+                                                          Access access, KeyScope scope) {
+  if (peer >= routes_.size())
+    return make_error(Errc::invalid_argument, fmt::format("peer {} of {} is not inserted", peer, routes_.size()),
+                      "insert the peer before handing it keys");
+  const PeerRoute& route = routes_[peer];
+  return backend(route.route).expose_pool_range(route.backend_peer, address, length, access, scope);
+}
+
+KeyStats HybridTransport::key_stats() const noexcept {
+  KeyStats local = backend(Route::local).key_stats();
+  KeyStats network = backend(Route::network).key_stats();
+  return KeyStats{local.range_registrations + network.range_registrations,
+                  local.range_releases + network.range_releases, local.arena_keys + network.arena_keys};
+}
+
 }  // namespace tether::transport::hybrid

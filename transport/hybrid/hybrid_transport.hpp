@@ -79,6 +79,10 @@ class HybridTransport final : public Transport {
                                           std::size_t length) const noexcept override;
   [[nodiscard]] Expected<RemoteBuffer> describe_pool_buffer_for(PeerIndex peer, const void* address,
                                                                 std::size_t length) const override;
+  // The backend that carries `peer` registers (or not) the range for it alone.
+  [[nodiscard]] Expected<ExposedRange> expose_pool_range(PeerIndex peer, const void* address, std::size_t length,
+                                                         Access access, KeyScope scope) override;
+  [[nodiscard]] KeyStats key_stats() const noexcept override;
 
  private:
   HybridTransport(std::unique_ptr<Transport> local, std::unique_ptr<Transport> network, std::string node_identity);

@@ -33,7 +33,9 @@ struct Registration {
 
 // Pins or registers ranges. The pool registers every arena with every registrar it has;
 // the registration cache does the same for user memory. Implementations must be
-// thread-safe. Ranges handed to them are page-aligned.
+// thread-safe. Ranges from the pool and the cache are page-aligned; a transport's own
+// registrar also gets byte-exact ranges of pool memory whose key it hands to a peer
+// (Transport::expose_pool_range).
 class Registrar {
  public:
   virtual ~Registrar() = default;
