@@ -35,7 +35,8 @@ Expected<ExposedRange> Transport::expose_pool_range(PeerIndex peer, const void* 
                                                     Access access, KeyScope scope) {
   auto arena = describe_pool_buffer_for(peer, address, length);
   if (!arena) return tl::unexpected(arena.error());
-  if (scope == KeyScope::arena || !checks_remote_keys() || length == 0) {
+  bool exact = scope == KeyScope::exact || (scope == KeyScope::automatic && range_keys_are_cheap());
+  if (!exact || !checks_remote_keys() || length == 0) {
     key_counters_.arena_keys.fetch_add(1, std::memory_order_relaxed);
     return ExposedRange(*arena);
   }

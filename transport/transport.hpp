@@ -38,8 +38,9 @@ struct RemoteBuffer {
 
 // How far the key a peer is handed for pool memory reaches (TETHER_REMOTE_KEYS).
 enum class KeyScope : std::uint8_t {
-  exact,  // a registration of just the handed-out range, where the backend checks keys
-  arena,  // the key of the whole pool arena holding the range (no registration)
+  exact,      // a registration of just the handed-out range, where the backend checks keys
+  arena,      // the key of the whole pool arena holding the range (no registration)
+  automatic,  // exact where such a registration pins nothing (software providers), else arena
 };
 
 // Keys handed to peers for pool memory, counted by the transport that made them.
@@ -209,6 +210,9 @@ class Transport {
   // Whether the target checks a peer's RMA against the key's range. false for backends
   // that map pool arenas into their peers (shm-own): there a peer reaches whole arenas.
   [[nodiscard]] virtual bool checks_remote_keys() const noexcept { return true; }
+  // Whether registering a range of already pinned memory is cheap (a software provider's
+  // map insert) rather than a pinning call of microseconds (verbs, hardware providers).
+  [[nodiscard]] virtual bool range_keys_are_cheap() const noexcept { return false; }
   [[nodiscard]] virtual KeyStats key_stats() const noexcept;
 
  protected:

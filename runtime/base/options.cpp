@@ -58,11 +58,13 @@ constexpr Option kOptions[] = {
      "message once the write has landed) or auto (cq-data when the provider carries 8 bytes)", "auto|cq-data|send"},
     {"TETHER_VERBS_DEVICE", "auto", Kind::text,
      "RDMA device for the verbs transport (see ibv_devices); auto: the first one"},
-    {"TETHER_REMOTE_KEYS", "exact", Kind::choice,
+    {"TETHER_REMOTE_KEYS", "auto", Kind::choice,
      "Keys peers get for pool memory they write or read (rendezvous buffers, channel slots and words): exact (a "
-     "registration of just that range, made per transfer or channel, where the transport checks keys) or arena "
-     "(the key of the whole pool arena: no registration, but the peer may reach the rest of the arena)",
-     "exact|arena"},
+     "registration of just that range, made per transfer or channel, where the transport checks keys), arena "
+     "(the key of the whole pool arena: no registration, but the peer may reach the rest of the arena), or auto "
+     "(exact on software providers such as tcp and shm, where it pins nothing; arena on verbs and hardware "
+     "providers, where a registration costs microseconds)",
+     "auto|exact|arena"},
 
     // Bootstrap, launch and messaging (runtime/, launch/)
     {"TETHER_BOOTSTRAP_TIMEOUT", "5m", Kind::duration,

@@ -16,6 +16,11 @@ thread_local Error t_last_error;
 constexpr std::size_t kPollBatch = 16;
 constexpr std::string_view kAddressKey = "tether.address";
 
+transport::KeyScope key_scope(std::string_view choice) {
+  if (choice == "arena") return transport::KeyScope::arena;
+  return choice == "exact" ? transport::KeyScope::exact : transport::KeyScope::automatic;
+}
+
 }  // namespace
 
 EngineOptions EngineOptions::from_config() {
@@ -29,8 +34,7 @@ EngineOptions EngineOptions::from_config() {
   options.rendezvous_protocol = std::string(config.choice("TETHER_RNDV_PROTOCOL"));
   options.progress_thread = config.flag("TETHER_PROGRESS_THREAD");
   options.peer_timeout = config.duration("TETHER_PEER_TIMEOUT");
-  options.remote_keys = config.choice("TETHER_REMOTE_KEYS") == "arena" ? transport::KeyScope::arena
-                                                                        : transport::KeyScope::exact;
+  options.remote_keys = key_scope(config.choice("TETHER_REMOTE_KEYS"));
   return options;
 }
 

@@ -31,7 +31,7 @@ struct EngineOptions {
   std::string rendezvous_protocol = "auto";  // auto | put | get
   bool progress_thread = false;
   std::chrono::nanoseconds peer_timeout{std::chrono::seconds(30)};  // 0: peers never time out
-  transport::KeyScope remote_keys = transport::KeyScope::exact;     // of pool memory handed to peers
+  transport::KeyScope remote_keys = transport::KeyScope::automatic;  // of pool memory handed to peers
 
   static EngineOptions from_config();
 };

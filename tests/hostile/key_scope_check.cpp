@@ -91,8 +91,11 @@ bool exchange(Runtime& runtime, void* buffer, std::size_t bytes, int tag, bool s
 }
 
 bool exact_keys(Runtime& runtime) {
-  return runtime.engine().remote_key_scope() == transport::KeyScope::exact &&
-         runtime.engine().transport().checks_remote_keys();
+  auto& transport = runtime.engine().transport();
+  auto scope = runtime.engine().remote_key_scope();
+  bool exact = scope == transport::KeyScope::exact ||
+               (scope == transport::KeyScope::automatic && transport.range_keys_are_cheap());
+  return exact && transport.checks_remote_keys();
 }
 
 bool same_arena(const void* a, const void* b) {

@@ -200,6 +200,27 @@ double ping_pong(BenchSide& side, bool initiator, std::size_t size, long iterati
   return result;
 }
 
+// One-way latency of an RMA write with notification (what a persistent channel's message
+// is): each side writes into the other's buffer and waits for the peer's notification.
+double write_ping_pong(BenchSide& side, bool initiator, std::size_t size, long iterations, int control,
+                       const tether::transport::RemoteBuffer& target) {
+  auto write_once = [&] {
+    side.post([&] {
+      return side.transport->write_with_notification(side.peer, side.send_buffer, size, nullptr, target, 0, 1, 0);
+    });
+  };
+  barrier(side, control);
+  auto start = Clock::now();
+  for (long i = 0; i < iterations; ++i) {
+    if (initiator) write_once();
+    side.wait_for(CompletionKind::remote_write);
+    if (!initiator) write_once();
+  }
+  std::chrono::duration<double, std::micro> elapsed = Clock::now() - start;
+  side.wait_for(CompletionKind::write_done, static_cast<std::uint64_t>(iterations));
+  return elapsed.count() / (2.0 * static_cast<double>(iterations));
+}
+
 // RMA-write bandwidth in MB/s: windows of writes, then a notified zero-byte write that
 // the target answers with a message once everything landed.
 double write_bandwidth(BenchSide& side, bool initiator, std::size_t size, std::size_t window,
@@ -252,6 +273,14 @@ void run_side(const Options& options, bool initiator, int control) {
   tether::transport::RemoteBuffer target = *remote;
   write_all(control, &target, sizeof(target));
   read_all(control, &target, sizeof(target));
+  if (initiator && !options.csv) std::printf("# Size      Latency (us)  RMA write with notification\n");
+  for (auto size : options.latency_sizes) {
+    double latency = write_ping_pong(side, initiator, size, iterations_for(options.iterations, size), control, target);
+    if (!initiator) continue;
+    if (options.csv) std::printf("write_latency_us,%zu,%.3f\n", size, latency);
+    else std::printf("%-11zu %.2f\n", size, latency);
+    std::fflush(stdout);
+  }
   if (initiator && !options.csv) std::printf("# Size      Bandwidth (MB/s)  RMA write, window %zu\n", options.window);
   for (auto size : options.bandwidth_sizes) {
     long rounds = std::max(4L, iterations_for(options.iterations, size) / static_cast<long>(options.window));

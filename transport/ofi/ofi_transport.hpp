@@ -53,6 +53,7 @@ class OfiTransport final : public Transport {
   [[nodiscard]] std::string_view name() const noexcept override { return name_; }
   [[nodiscard]] const Limits& limits() const noexcept override { return limits_; }
   [[nodiscard]] Registrar& registrar() noexcept override { return *registrar_; }
+  [[nodiscard]] bool range_keys_are_cheap() const noexcept override { return software_provider_; }
   [[nodiscard]] std::span<const std::byte> address() const noexcept override { return address_; }
   [[nodiscard]] Expected<PeerIndex> insert_peer(std::span<const std::byte> address) override;
 
@@ -122,6 +123,7 @@ class OfiTransport final : public Transport {
   fid_ep* endpoint_ = nullptr;
   std::unique_ptr<OfiRegistrar> registrar_;
   std::string name_;
+  bool software_provider_ = false;  // tcp, shm, udp, sockets: registration pins nothing
   Limits limits_;
   std::vector<std::byte> address_;
   std::size_t address_bytes_ = 0;
