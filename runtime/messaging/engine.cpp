@@ -113,8 +113,7 @@ Expected<void> Engine::start() {
 // Skipped once a peer died or went silent: the fence would only wait for it to time out.
 void Engine::wait_for_peers_to_finish() noexcept {
   if (!started_ || size_ == 1 || deaths_.load() > 0) return;
-  auto limit = options_.peer_timeout.count() > 0 ? options_.peer_timeout : std::chrono::nanoseconds(0);
-  auto fenced = bootstrap_->fence_while([this] { progress(); }, limit);
+  auto fenced = bootstrap_->fence_while([this] { progress(); }, options_.peer_timeout);  // 0s: the bootstrap's
   if (!fenced)
     log::warn("runtime", "rank {} closes without knowing every peer finished: {}", rank_, fenced.error().cause);
 }

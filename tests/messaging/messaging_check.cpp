@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/base/config.hpp"
 #include "runtime/bootstrap/bootstrap.hpp"
 #include "tether/pool.hpp"
 #include "tether/runtime.hpp"
@@ -232,8 +233,7 @@ void receive_flood(Runtime& runtime, int first, int last) {
 }
 
 int eager_credits() {
-  const char* text = std::getenv("TETHER_EAGER_CREDITS");
-  return std::min(kFlood, text != nullptr ? std::atoi(text) : 64);
+  return static_cast<int>(std::min<std::int64_t>(kFlood, tether::config::Config::global().integer("TETHER_EAGER_CREDITS")));
 }
 
 std::vector<void*> take_the_pool() {
