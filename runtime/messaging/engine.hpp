@@ -160,8 +160,6 @@ class Engine {
   void post_raw(int peer_rank, std::span<const std::byte> bytes, bool take_sequence) noexcept;
   // Eager and control messages handed to the transport so far (handshakes included).
   [[nodiscard]] std::uint64_t messages_sent() const noexcept { return messages_sent_.load(std::memory_order_relaxed); }
-  // Sends of eager size that went by rendezvous because the peer's credits were in use.
-  [[nodiscard]] std::uint64_t sends_without_credit() const noexcept { return sends_without_credit_; }
 
  private:
   struct Command {
@@ -288,7 +286,6 @@ class Engine {
   mutable std::mutex failure_reasons_mutex_;  // note_death comes from the PMIx event thread
   std::vector<std::string> failure_reasons_;  // why a rank counts as dead, by rank
 
-  std::uint64_t sends_without_credit_ = 0;
   std::size_t bounces_in_flight_ = 0;  // posted sends whose completion has not come back
   std::atomic<std::uint64_t> messages_sent_{0};
   std::unique_ptr<ChannelEvents> channel_events_;

@@ -17,7 +17,6 @@ bool Engine::may_send_eager(int peer_rank, std::size_t bytes) noexcept {
   if (bytes > options_.eager_limit_bytes) return false;
   PeerState& peer = peers_[static_cast<std::size_t>(peer_rank)];
   if (bytes == 0 || peer.send_credits > 0) return true;
-  ++sends_without_credit_;
   if (!peer.credits_exhausted) {
     peer.credits_exhausted = true;
     log::info("runtime", "rank {} has used its {} eager credits at rank {} (TETHER_EAGER_CREDITS): messages wait "
