@@ -449,7 +449,8 @@ void fan_in(Runtime& runtime) {
   fmt::print("rank 0: {} messages from {} writers checked\n", done, ins.size());
 }
 
-// Rank 1 is killed (SIGKILL) after connecting, with rank 0's mapping of it live.
+// Rank 1 is killed (SIGKILL) after the two ranks exchanged one message, with rank 0's mapping
+// of it live.
 void killed(Runtime& runtime) {
   if (runtime.rank() > 1) return;
   ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 29, .slot_bytes = 4096, .slots = 2};
@@ -458,8 +459,12 @@ void killed(Runtime& runtime) {
   connect(out, in);
   fill(out.buffer(), static_cast<std::uint64_t>(runtime.rank()), 0);
   CHECK(start_when_possible(out, shape.slot_bytes) != Status::error, "{}", out.last_error().message());
-  if (runtime.rank() == 1) ::kill(::getpid(), SIGKILL);
   Bytes message;
+  if (runtime.rank() == 1) {
+    // Only after rank 0's message has landed here: rank 0's send must not race the kill.
+    CHECK(in.wait(message) == Status::done && matches(message, 0, 0), "rank 0's message before the kill");
+    ::kill(::getpid(), SIGKILL);
+  }
   CHECK(in.wait(message) == Status::done && matches(message, 1, 0), "the message before the kill");
   CHECK(in.release() == Status::done, "release");
   Status status = in.wait(message);
