@@ -24,6 +24,21 @@ std::string describe(const PoolStats& stats) {
   return text;
 }
 
+// Makes the slab span this thread's recent span (see RecentSpan).
+void remember_recent_span(Span& span) noexcept {
+  ThreadCache* cache = thread_cache_for(span.owner, span.owner->id());
+  if (cache == nullptr) return;  // the thread is exiting
+  t_recent_span = {.start = reinterpret_cast<std::uintptr_t>(span.start),
+                   .bytes = std::size_t{span.object_bytes} * span.object_count,
+                   .span = &span,
+                   .list = &cache->lists[span.size_class],
+                   .states = span.states.get(),
+                   .state_stride = span.state_stride,
+                   .cache_limit = span.owner->cache_limit(span.size_class),
+                   .index_shift = span.index_shift,
+                   .thirds = span.thirds};
+}
+
 }  // namespace
 
 const Expected<SlabPool*>& global_pool() {
@@ -38,6 +53,40 @@ const Expected<SlabPool*>& global_pool() {
   return pool;
 }
 
+namespace {
+
+// pinned_alloc without an object in this thread's cache: the pool's slow path (which
+// creates the cache), starting the pool first if need be.
+[[gnu::noinline]] void* allocate_slowly(std::size_t size, std::size_t alignment) noexcept {
+  SlabPool* started = g_started_pool.load(std::memory_order_acquire);
+  if (started == nullptr) {
+    const auto& pool = global_pool();
+    if (!pool) return nullptr;
+    started = *pool;
+  }
+  void* object = started->allocate(size, alignment);
+  t_global_pool_cache = t_thread_caches[started->id()];
+  return object;
+}
+
+// pinned_free of a pointer outside the recent span, or one its fast path refused: found
+// through the address maps; bad frees are refused with a logged error.
+[[gnu::noinline]] void free_slowly(void* pointer) noexcept {
+  if (pointer == nullptr) return;
+  if (Span* span = span_map_find(pointer)) {
+    if (span->size_class != kNotAClass && span->contains(pointer)) remember_recent_span(*span);
+    (void)span->owner->release(span, pointer);
+    return;
+  }
+  if (Arena* arena = arena_map_find(pointer)) {
+    (void)arena->owner->deallocate(pointer);
+    return;
+  }
+  const auto& pool = global_pool();
+  if (pool) (void)(*pool)->deallocate(pointer);  // logs the refusal
+}
+
+}  // namespace
 }  // namespace pool
 
 Expected<void*> pinned_try_alloc(std::size_t size, std::size_t alignment) {
@@ -47,35 +96,16 @@ Expected<void*> pinned_try_alloc(std::size_t size, std::size_t alignment) {
 }
 
 void* pinned_alloc(std::size_t size, std::size_t alignment) noexcept {
-  if (pool::SlabPool* started = pool::g_started_pool.load(std::memory_order_acquire)) {
-    if (void* object = pool::allocate_from_thread_cache(*started, size, alignment)) return object;
-    return started->allocate(size, alignment);
-  }
-  const auto& pool = pool::global_pool();
-  if (!pool) return nullptr;
-  return (*pool)->allocate(size, alignment);
+  if (void* object = pool::allocate_from_thread_cache(pool::t_global_pool_cache, size, alignment)) return object;
+  return pool::allocate_slowly(size, alignment);
 }
 
 void pinned_free(void* pointer) noexcept {
   const pool::RecentSpan& recent = pool::t_recent_span;
-  if (reinterpret_cast<std::uintptr_t>(pointer) - recent.start < recent.bytes) {
-    if (!pool::free_to_thread_cache(*recent.span, pointer)) (void)recent.span->owner->free_small(recent.span, pointer);
+  if (reinterpret_cast<std::uintptr_t>(pointer) - recent.start < recent.bytes &&
+      pool::free_to_recent_span(recent, pointer))
     return;
-  }
-  if (pointer == nullptr) return;
-  if (pool::Span* span = pool::span_map_find(pointer)) {
-    if (span->size_class != pool::kNotAClass && span->contains(pointer))
-      pool::t_recent_span = {reinterpret_cast<std::uintptr_t>(span->start),
-                             std::size_t{span->object_bytes} * span->object_count, span};
-    (void)span->owner->release(span, pointer);
-    return;
-  }
-  if (pool::Arena* arena = pool::arena_map_find(pointer)) {
-    (void)arena->owner->deallocate(pointer);
-    return;
-  }
-  const auto& pool = pool::global_pool();
-  if (pool) (void)(*pool)->deallocate(pointer);  // logs the refusal
+  pool::free_slowly(pointer);
 }
 
 const Error& pinned_last_error() noexcept {

@@ -10,6 +10,8 @@ struct ThreadExit {
   bool armed = false;
   ~ThreadExit() {
     t_exiting = true;
+    t_recent_span = {};
+    t_global_pool_cache = nullptr;
     for (ThreadCache*& cache : t_thread_caches) {
       if (cache == nullptr) continue;
       cache->pool->retire_thread_cache(cache);

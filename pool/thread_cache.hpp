@@ -59,13 +59,14 @@ inline thread_local std::array<ThreadCache*, kMaxPools> t_thread_caches
     __attribute__((tls_model("initial-exec"))){};
 
 // The allocation fast path, inline so that pinned_alloc makes no further call: an object
-// from this thread's cache, or nullptr for SlabPool::allocate's slow path.
-inline void* allocate_from_thread_cache(const SlabPool& pool, std::size_t size, std::size_t alignment) noexcept {
+// from this thread's cache (nullptr: none yet), or nullptr for SlabPool::allocate's slow path.
+inline void* allocate_from_thread_cache(ThreadCache* cache, std::size_t size, std::size_t alignment) noexcept {
+  if (cache == nullptr || size == 0 || !is_power_of_two(alignment)) return nullptr;
   int size_class = class_for_fast(size, alignment);
-  if (size_class == kNotAClass || size == 0 || !is_power_of_two(alignment)) return nullptr;
-  ThreadCache* cache = t_thread_caches[pool.id()];
-  if (cache == nullptr || cache->lists[size_class].head == nullptr) return nullptr;
-  void* object = pop(cache->lists[size_class]);
+  if (size_class == kNotAClass) return nullptr;
+  FreeList& list = cache->lists[size_class];
+  if (list.head == nullptr) return nullptr;
+  void* object = pop(list);
   remembered_state(object)->store(Span::kLive, std::memory_order_relaxed);
   return object;
 }
@@ -88,14 +89,42 @@ inline bool free_to_thread_cache(Span& span, void* pointer) noexcept {
   return true;
 }
 
-// The slab span this thread freed into last: consecutive frees from one span skip the
-// address map. Only slab spans are remembered: they are never released or reused.
-struct RecentSpan {
+// The slab span this thread freed into last, with what its free fast path reads (copied
+// here, one cache line): consecutive frees from one span skip the address map and the
+// pool. Only slab spans are remembered: they are never released or reused. `list` is this
+// thread's cache list of the span's class; the thread's exit clears the whole record.
+struct alignas(64) RecentSpan {
   std::uintptr_t start = 0;
   std::size_t bytes = 0;
   Span* span = nullptr;
+  FreeList* list = nullptr;
+  std::atomic<std::uint8_t>* states = nullptr;
+  std::uint32_t state_stride = 1;
+  std::uint32_t cache_limit = 0;
+  std::uint8_t index_shift = 0;
+  bool thirds = false;
 };
 inline thread_local RecentSpan t_recent_span __attribute__((tls_model("initial-exec"))){};
+
+// The free fast path for a pointer inside the recent span: true once the object is in
+// this thread's cache. False leaves everything as it was for SlabPool::free_small.
+inline bool free_to_recent_span(const RecentSpan& recent, void* pointer) noexcept {
+  std::size_t offset = reinterpret_cast<std::uintptr_t>(pointer) - recent.start;
+  if (offset & ((std::size_t{1} << recent.index_shift) - 1)) return false;
+  std::size_t scaled = offset >> recent.index_shift;
+  if (recent.thirds && scaled % 3 != 0) return false;
+  std::size_t index = recent.thirds ? scaled / 3 : scaled;
+  auto& state = recent.states[index * recent.state_stride];
+  if (state.load(std::memory_order_relaxed) != Span::kLive) return false;
+  if (recent.list->count.load(std::memory_order_relaxed) >= recent.cache_limit) return false;
+  state.store(Span::kFree, std::memory_order_relaxed);
+  remember_state(pointer, &state);
+  push(*recent.list, pointer);
+  return true;
+}
+
+// This thread's cache of the process-wide pool (pinned_alloc's), once it has one.
+inline thread_local ThreadCache* t_global_pool_cache __attribute__((tls_model("initial-exec"))) = nullptr;
 
 // Creates this thread's cache for the pool; nullptr once the thread is exiting.
 ThreadCache* create_thread_cache(SlabPool* pool, int pool_id) noexcept;
