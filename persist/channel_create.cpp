@@ -73,6 +73,7 @@ Expected<ChannelState*> ChannelRegistry::create(Role role, const ChannelShape& s
       }
       made->transport_peer = *peer;
     }
+    made->inline_max = inline_limit(*made);
     if (auto landing = describe_landing(*made); !landing) {
       made->closed = true;
       return tl::unexpected(landing.error());
@@ -97,9 +98,9 @@ void ChannelRegistry::size_progress(ChannelState& channel) {
 
 Expected<void> ChannelRegistry::provide_memory(ChannelState& channel, std::span<std::byte> user_memory) {
   const ChannelShape& shape = channel.shape;
-  auto* credit = static_cast<std::uint64_t*>(pinned_alloc(sizeof(std::uint64_t), 64));
+  auto* credit = static_cast<std::uint64_t*>(pinned_alloc(kCreditLineBytes, kCreditLineBytes));
   if (credit == nullptr) return tl::unexpected(pinned_last_error());
-  *credit = 0;
+  std::memset(credit, 0, kCreditLineBytes);
   channel.credit_word = credit;
   if (channel.role == Role::receive) {
     std::size_t flag_bytes = channel.shape.slots * kFlagStride;
@@ -107,8 +108,13 @@ Expected<void> ChannelRegistry::provide_memory(ChannelState& channel, std::span<
     if (channel.flags == nullptr) return tl::unexpected(pinned_last_error());
     std::memset(channel.flags, 0, flag_bytes);
   }
+  channel.buffer_stride = shape.slot_bytes;
   if (!user_memory.empty()) return register_user_memory(channel, user_memory);
-  channel.memory_bytes = shape.slot_bytes * shape.slots;
+  if (channel.role == Role::send && shape.partitions == 1 && inline_max_ > 0) {
+    channel.buffer_prefix = kInlineRoom;
+    channel.buffer_stride = (shape.slot_bytes + 63) / 64 * 64 + kInlineRoom;
+  }
+  channel.memory_bytes = channel.buffer_stride * shape.slots;
   channel.memory = static_cast<std::byte*>(pinned_alloc(channel.memory_bytes, 64));
   if (channel.memory == nullptr) return tl::unexpected(pinned_last_error());
   channel.memory_from_pool = true;

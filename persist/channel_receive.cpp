@@ -17,7 +17,10 @@ bool ChannelRegistry::valid_landing(const ChannelState& channel, const Notificat
 }
 
 void ChannelRegistry::land(ChannelState& channel, const Notification& notification) noexcept {
-  if (!valid_landing(channel, notification)) return;
+  if (valid_landing(channel, notification)) record_landing(channel, notification);
+}
+
+void ChannelRegistry::record_landing(ChannelState& channel, const Notification& notification) noexcept {
   ReceiveProgress& receive = channel.receive;
   std::uint32_t slot = notification.slot;
   if (channel.shape.partitions == 1) {
@@ -63,7 +66,12 @@ Status ChannelRegistry::take_landed(ChannelState& channel, std::span<const std::
   if (receive.complete[slot] == 0) check_flag(channel, slot);
   set_waiting(channel, receive.complete[slot] == 0 && channel.phase != Phase::failed);
   if (channel.phase == Phase::failed) return failed(channel);
-  if (receive.complete[slot] == 0) return Status::posted;
+  if (receive.complete[slot] == 0) {
+    // Credits by message wait for a data message to carry them, but not while this side
+    // waits: the sender may be waiting for them.
+    if (channel.inline_max > 0 && receive.unreported > 0) return_credits(channel);
+    return Status::posted;
+  }
   message = {channel.buffer_at(slot), receive.landed_bytes[slot]};
   ++receive.delivered;
   return Status::done;
@@ -108,6 +116,9 @@ Status ChannelRegistry::release(ChannelState& channel) noexcept {
   ++receive.unreported;
   if (channel.phase == Phase::failed) return Status::done;
   std::uint32_t batch = credit_batch_ > 0 ? credit_batch_ : std::max<std::uint32_t>(1, channel.shape.slots / 4);
+  // Credits by message: at least half the slots (the rest ride on data or go when this
+  // side waits).
+  if (channel.inline_max > 0) batch = std::max<std::uint32_t>(batch, std::max<std::uint32_t>(1, channel.shape.slots / 2) + 1);
   if (channel.self || channel.direct_credit != nullptr || receive.unreported >= std::min(batch, channel.shape.slots)) return_credits(channel);
   else owe_credits(channel);
   return Status::done;
@@ -127,6 +138,7 @@ void ChannelRegistry::return_credits(ChannelState& channel) noexcept {
     receive.unreported = 0;
     return;
   }
+  if (channel.inline_max > 0) return send_credit_message(channel);
   Status status = engine_.transport().write_with_notification(
       channel.transport_peer, channel.credit_word, sizeof(std::uint64_t), nullptr, channel.peer_landing, 0,
       encode({channel.peer_channel_id, kCreditSlot, credits}), operation_context(channel.id, true, 0));

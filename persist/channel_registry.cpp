@@ -35,6 +35,8 @@ ChannelRegistry::ChannelRegistry(messaging::Engine& engine) : engine_(engine) {
   credit_batch_ = static_cast<std::uint32_t>(std::max<std::int64_t>(0, config.integer("TETHER_CHANNEL_CREDIT_BATCH")));
   connect_timeout_ = config.duration("TETHER_CHANNEL_CONNECT_TIMEOUT");
   close_timeout_ = config.duration("TETHER_CHANNEL_CLOSE_TIMEOUT");
+  std::size_t room = engine.receive_buffer_bytes() - messaging::kChannelHeaderBytes;
+  inline_max_ = static_cast<std::uint32_t>(std::min<std::size_t>(config.size_bytes("TETHER_CHANNEL_INLINE_MAX"), room));
 }
 
 ChannelRegistry::~ChannelRegistry() {
@@ -130,6 +132,7 @@ void ChannelRegistry::on_operation(const transport::Completion& completion) noex
   ChannelState* channel = find(context.channel_id);
   if (channel == nullptr) return;  // a credit write of a channel closed since
   if (context.credit) {
+    channel->receive.credit_message_busy = false;
     if (completion.kind == transport::CompletionKind::error)
       log::warn("persist", "a credit write to rank {} failed: {}", channel->shape.peer, completion.cause);
     return;

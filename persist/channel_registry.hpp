@@ -45,6 +45,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   // messaging::ChannelEvents (the progress lock is held).
   void on_notification(const transport::Completion& completion) noexcept override;
   void on_operation(const transport::Completion& completion) noexcept override;
+  void on_message(const messaging::DecodedMessage& message) noexcept override;
   void on_peer_death(int rank) noexcept override;
   void on_progress() noexcept override;
 
@@ -81,12 +82,22 @@ class ChannelRegistry final : public messaging::ChannelEvents {
 
   // channel_receive.cpp
   void land(ChannelState& channel, const Notification& notification) noexcept;
+  void record_landing(ChannelState& channel, const Notification& notification) noexcept;
   void check_flag(ChannelState& channel, std::uint32_t slot) noexcept;
   Status take_landed(ChannelState& channel, std::span<const std::byte>& message) noexcept;
   bool valid_landing(const ChannelState& channel, const Notification& notification) noexcept;
   void take_credit(ChannelState& channel, std::uint32_t credits) noexcept;
   void return_credits(ChannelState& channel) noexcept;
   void owe_credits(ChannelState& channel) noexcept;
+
+  // channel_messages.cpp: small messages and credits as sends (inline_max)
+  [[nodiscard]] std::uint32_t inline_limit(const ChannelState& channel) const noexcept;
+  Status post_message(ChannelState& channel, std::uint64_t sequence, std::size_t length, std::uint32_t value) noexcept;
+  ChannelState* owing_channel_to(int rank) noexcept;
+  void send_credit_message(ChannelState& channel) noexcept;
+  void take_message_credits(int source, std::uint64_t bits) noexcept;
+  void land_message(int source, std::uint64_t bits, std::span<const std::byte> payload) noexcept;
+  ChannelState* channel_of_message(int source, std::uint64_t bits) noexcept;
 
   // channel_registry.cpp
   [[nodiscard]] ChannelState* find(std::uint32_t id) noexcept;
@@ -102,6 +113,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   std::unique_ptr<RegistrationCache> user_cache_;  // user buffers, over the transport's registrar
   std::uint64_t progress_passes_ = 0;
   std::uint32_t credit_batch_ = 0;                 // 0: a quarter of the slots
+  std::uint32_t inline_max_ = 0;                   // TETHER_CHANNEL_INLINE_MAX, within a receive buffer
   std::chrono::nanoseconds connect_timeout_{};
   std::chrono::nanoseconds close_timeout_{};
   ChannelStats stats_;

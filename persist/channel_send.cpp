@@ -115,6 +115,7 @@ Status ChannelRegistry::ready_locked(ChannelState& channel, std::uint32_t partit
 Status ChannelRegistry::post_data_write(ChannelState& channel, std::uint64_t sequence, std::size_t offset,
                                         std::size_t length, std::uint32_t value) noexcept {
   if (channel.self) return copy_to_self(channel, sequence, offset, length, value);
+  if (channel.inline_max > 0 && length <= channel.inline_max && offset == 0) return post_message(channel, sequence, length, value);
   auto slot = static_cast<std::uint32_t>(sequence % channel.shape.slots);
   auto buffer = static_cast<std::uint32_t>(sequence % channel.buffer_count());
   transport::Transport& transport = engine_.transport();

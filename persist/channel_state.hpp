@@ -41,6 +41,9 @@ static_assert(sizeof(ChannelHello) == 96);
 // receiver sees it without any completion. Credits: the receiver stores its cumulative
 // released count into the sender's credit word.
 inline constexpr std::size_t kFlagStride = 64;
+inline constexpr std::size_t kCreditLineBytes = 64;
+// Room before each send buffer for a channel message's header (messaging::kChannelHeaderBytes).
+inline constexpr std::size_t kInlineRoom = 64;
 [[nodiscard]] inline std::uint64_t* flag_at(std::byte* flags, std::uint32_t slot) noexcept {
   return reinterpret_cast<std::uint64_t*>(flags + static_cast<std::size_t>(slot) * kFlagStride);
 }
@@ -93,6 +96,7 @@ struct ReceiveProgress {
   std::uint64_t released = 0;     // of those, given back
   std::uint64_t unreported = 0;   // released, credit not yet written
   std::uint64_t owed_since_pass = 0;  // the registry's progress pass when unreported left 0
+  bool credit_message_busy = false;   // the credit message (in credit_word's line) is on its way
 };
 
 struct ChannelState {
@@ -118,12 +122,20 @@ struct ChannelState {
   // Memory: send side, one buffer per slot (or the user's); receive side, the slots.
   std::byte* memory = nullptr;
   std::size_t memory_bytes = 0;
+  std::size_t buffer_stride = 0;         // bytes from one buffer to the next
+  std::size_t buffer_prefix = 0;         // send side, pool: room for a message header before each buffer
+  // Send side: messages up to this many bytes travel as channel messages (a send of the
+  // header in the prefix and the buffer) instead of RMA writes; receive side: > 0 when
+  // credits travel as channel messages. 0: RMA writes (TETHER_CHANNEL_INLINE_MAX).
+  std::uint32_t inline_max = 0;
   bool memory_from_pool = false;
   RcacheHandle user_registration;        // user memory through the cache, or
   Registration registration;             // user memory: the transport's registration of it
   bool registered_whole = false;         // registered outside the cache (it had split the range)
   void* descriptor = nullptr;            // local descriptor of user memory (FI_MR_LOCAL)
-  std::uint64_t* credit_word = nullptr;  // pool: send side's credit landing / receive side's write source
+  // Pool, one line (kCreditLineBytes): send side's credit landing / receive side's credit
+  // write source, or its credit message.
+  std::uint64_t* credit_word = nullptr;
   std::byte* flags = nullptr;            // receive side: its flag lines (pool)
   // The peer's keys to this side's pool memory: the slots (receive side, pool memory) or
   // the credit word (send side), and the flag lines. Registrations of just those ranges
@@ -142,7 +154,7 @@ struct ChannelState {
     return memory_from_pool || role == Role::receive ? shape.slots : 1;
   }
   [[nodiscard]] std::byte* buffer_at(std::uint32_t index) const noexcept {
-    return memory + static_cast<std::size_t>(index % buffer_count()) * shape.slot_bytes;
+    return memory + buffer_prefix + static_cast<std::size_t>(index % buffer_count()) * buffer_stride;
   }
 };
 

@@ -213,6 +213,10 @@ class Transport {
   // Whether registering a range of already pinned memory is cheap (a software provider's
   // map insert) rather than a pinning call of microseconds (verbs, hardware providers).
   [[nodiscard]] virtual bool range_keys_are_cheap() const noexcept { return false; }
+  // Whether a small message to `peer` arrives sooner as a send than as an RMA write with
+  // notification: true on software providers (tcp;ofi_rxm, libfabric shm), whose writes
+  // cost an extra acknowledgement; false where the NIC does RDMA.
+  [[nodiscard]] virtual bool sends_beat_small_writes(PeerIndex) const noexcept { return false; }
   [[nodiscard]] virtual KeyStats key_stats() const noexcept;
 
  protected:

@@ -110,9 +110,11 @@ ReportSettings report_settings(Runtime& runtime, const PersistOptions& options) 
   settings.apis.push_back({"isend", "tether isend/irecv", "Runtime::isend/irecv, pinned pool buffers"});
   ChannelStats stats = channel_stats(runtime);
   settings.notes.push_back(fmt::format("rank 0 channel counters: {} channels, {} handshake messages, {} data writes, "
-                                       "{} credit writes, {} send copies, {} rejected notifications",
+                                       "{} data sends, {} credit writes, {} credit messages, {} piggybacked credits, "
+                                       "{} send copies, {} rejected notifications",
                                        stats.channels_created, stats.handshake_messages, stats.data_writes,
-                                       stats.credit_writes, stats.send_copies, stats.rejected_notifications));
+                                       stats.data_messages, stats.credit_writes, stats.credit_messages,
+                                       stats.piggybacked_credits, stats.send_copies, stats.rejected_notifications));
   return settings;
 }
 

@@ -328,6 +328,7 @@ void Engine::handle(const transport::Completion& completion) noexcept {
       repost(completion.buffer, completion.context);
       return;
     case CompletionKind::send_done:
+      if (context_kind(completion.context) == ContextKind::channel) return on_channel_operation(completion);
       --bounces_in_flight_;
       pinned_free(reinterpret_cast<void*>(context_value(completion.context)));
       return;

@@ -52,9 +52,6 @@ inline std::uint64_t context_value(std::uint64_t context) noexcept {
   return context & ((std::uint64_t{1} << 56) - 1);
 }
 
-// Notifications with this bit set belong to persistent channels; rendezvous chunk
-// notifications (a RequestId with a 31-bit generation) never set it.
-inline constexpr std::uint64_t kChannelNotificationBit = std::uint64_t{1} << 63;
 
 // What persistent channels (persist/) hook into the engine. Every call comes from the
 // thread that holds the progress lock, so implementations need no lock of their own.
@@ -63,8 +60,10 @@ class ChannelEvents {
   virtual ~ChannelEvents() = default;
   // A remote_write whose notification has kChannelNotificationBit set.
   virtual void on_notification(const transport::Completion& completion) noexcept = 0;
-  // write_done or error of an operation posted with a ContextKind::channel context.
+  // write_done, send_done or error of an operation posted with a ContextKind::channel context.
   virtual void on_operation(const transport::Completion& completion) noexcept = 0;
+  // A decoded MessageKind::channel message (a channel's small message or credits).
+  virtual void on_message(const DecodedMessage& message) noexcept = 0;
   virtual void on_peer_death(int rank) noexcept = 0;
   // Once per progress pass, after the transport was polled (retries of back-pressure).
   virtual void on_progress() noexcept = 0;
@@ -106,6 +105,8 @@ struct PeerState {
 
 class Engine {
  public:
+  // Bytes of each posted receive buffer: the largest message that can arrive.
+  [[nodiscard]] std::size_t receive_buffer_bytes() const noexcept { return receive_buffer_bytes_; }
   Engine(std::unique_ptr<Bootstrap> bootstrap, std::unique_ptr<transport::Transport> transport,
          const EngineOptions& options);
   ~Engine();

@@ -104,6 +104,11 @@ void Engine::dispatch(const DecodedMessage& message) noexcept {
     case MessageKind::probe:
     case MessageKind::probe_ack: return on_probe(message);
     case MessageKind::credit: return;  // on_receive took the credits
+    case MessageKind::channel:
+      if (channel_events_) return channel_events_->on_message(message);
+      log::error("runtime", "dropped a channel message from rank {}: no persistent channel exists here",
+                 message.header.source_rank);
+      return;
     case MessageKind::eager:
       if (!admit_eager(message.header)) return;
       [[fallthrough]];

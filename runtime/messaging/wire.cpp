@@ -18,6 +18,7 @@ std::size_t body_bytes(MessageKind kind) noexcept {
     case MessageKind::rts: return sizeof(RendezvousRequest);
     case MessageKind::cts: return sizeof(ClearToSend);
     case MessageKind::fin: return sizeof(RendezvousDone);
+    case MessageKind::channel: return sizeof(ChannelCarry);
     case MessageKind::probe:
     case MessageKind::probe_ack:
     case MessageKind::credit: return 0;
@@ -27,7 +28,7 @@ std::size_t body_bytes(MessageKind kind) noexcept {
 
 bool known_kind(MessageKind kind) noexcept {
   auto value = static_cast<std::uint8_t>(kind);
-  return value >= 1 && value <= 7;
+  return value >= 1 && value <= 8;
 }
 
 template <class Body>
@@ -44,6 +45,14 @@ Expected<void> check_body(const DecodedMessage& message) {
       return malformed(fmt::format("rts names protocol {}", static_cast<int>(protocol)));
     if (message.rts.source.length < message.header.message_bytes && protocol == RendezvousProtocol::get)
       return malformed("rts offers a source shorter than the message");
+  }
+  if (message.header.kind == MessageKind::channel) {
+    const ChannelCarry& carry = message.channel;
+    if ((carry.notification != 0 && (carry.notification & kChannelNotificationBit) == 0) ||
+        (carry.credits != 0 && (carry.credits & kChannelNotificationBit) == 0))
+      return malformed("a channel message carries a word that is not a channel notification");
+    if (carry.notification == 0 && (carry.credits == 0 || message.header.message_bytes != 0))
+      return malformed("a channel message without a notification carries a payload or nothing at all");
   }
   if ((message.header.flags & ~kUsesCredit) != 0)
     return malformed(fmt::format("unknown header flags {:#x}", message.header.flags));
@@ -74,13 +83,23 @@ Expected<DecodedMessage> decode(std::span<const std::byte> bytes, int job_size) 
   if (header.source_rank >= static_cast<std::uint32_t>(job_size))
     return malformed(fmt::format("source rank {} in a job of {}", header.source_rank, job_size));
   std::size_t expected = sizeof(MessageHeader) + body_bytes(header.kind);
-  if (header.kind == MessageKind::eager) expected += header.message_bytes;
-  bool exact = body_bytes(header.kind) == 0;  // eager (its payload counted above) and header-only kinds
+  bool carries_payload = header.kind == MessageKind::eager || header.kind == MessageKind::channel;
+  if (carries_payload) {
+    if (header.message_bytes > (std::uint64_t{1} << 48))  // keeps the sum below from wrapping
+      return malformed(fmt::format("header claims {} payload bytes", header.message_bytes));
+    expected += header.message_bytes;
+  }
+  // Exact size: kinds with a payload (counted above) and header-only kinds.
+  bool exact = carries_payload || body_bytes(header.kind) == 0;
   if (exact ? bytes.size() != expected : bytes.size() < expected)
     return malformed(fmt::format("{} message of {} bytes, header says {}", static_cast<int>(header.kind),
                                  bytes.size(), expected));
   auto after_header = bytes.subspan(sizeof(MessageHeader));
   if (header.kind == MessageKind::eager) message.payload = after_header;
+  if (header.kind == MessageKind::channel) {
+    message.channel = read_body<ChannelCarry>(bytes);
+    message.payload = after_header.subspan(sizeof(ChannelCarry));
+  }
   if (header.kind == MessageKind::rts) message.rts = read_body<RendezvousRequest>(bytes);
   if (header.kind == MessageKind::cts) message.cts = read_body<ClearToSend>(bytes);
   if (header.kind == MessageKind::fin) message.fin = read_body<RendezvousDone>(bytes);

@@ -23,6 +23,7 @@ enum class MessageKind : std::uint8_t {
   probe = 5,      // are you there? (liveness, TETHER_PEER_TIMEOUT); header only
   probe_ack = 6,  // yes; header only
   credit = 7,     // eager credits given back (header's credits_returned); header only
+  channel = 8,    // a persistent channel's small message or credits: ChannelCarry, then the payload
 };
 
 struct MessageHeader {
@@ -74,15 +75,29 @@ struct RendezvousDone {               // after a fin header
   RequestId sender_request;
 };
 
+// Notifications with this bit set belong to persistent channels; rendezvous chunk
+// notifications (a RequestId with a 31-bit generation) never set it.
+inline constexpr std::uint64_t kChannelNotificationBit = std::uint64_t{1} << 63;
+
+// After a channel header (message_bytes = payload bytes). Each word is a channel
+// notification (kChannelNotificationBit set) as an RMA write would carry it, or 0: the
+// message that lands in the target's slot, and credits for a send channel of the target.
+struct ChannelCarry {
+  std::uint64_t notification;
+  std::uint64_t credits;
+};
+inline constexpr std::size_t kChannelHeaderBytes = sizeof(MessageHeader) + sizeof(ChannelCarry);
+
 inline constexpr std::size_t kControlMessageBytes = sizeof(MessageHeader) + sizeof(ClearToSend);
 
 // A header that passed validation, with views of what follows it.
 struct DecodedMessage {
   MessageHeader header;
-  std::span<const std::byte> payload;  // eager only
+  std::span<const std::byte> payload;  // eager and channel
   RendezvousRequest rts{};
   ClearToSend cts{};
   RendezvousDone fin{};
+  ChannelCarry channel{};
 };
 
 // Checks magic, version, kind, lengths against `bytes` and the job size. Never reads past

@@ -21,6 +21,15 @@ void check_limits(const DecodedMessage& message, std::span<const std::byte> byte
     FUZZ_ASSERT(message.payload.data() == bytes.data() + sizeof(MessageHeader));
     FUZZ_ASSERT(sizeof(MessageHeader) + message.payload.size() == bytes.size());
   }
+  if (header.kind == MessageKind::channel) {
+    FUZZ_ASSERT(message.payload.size() == header.message_bytes);
+    FUZZ_ASSERT(message.payload.data() == bytes.data() + kChannelHeaderBytes);
+    FUZZ_ASSERT(kChannelHeaderBytes + message.payload.size() == bytes.size());
+    const ChannelCarry& carry = message.channel;
+    FUZZ_ASSERT(carry.notification != 0 || (carry.credits != 0 && message.payload.empty()));
+    FUZZ_ASSERT(carry.notification == 0 || (carry.notification & kChannelNotificationBit) != 0);
+    FUZZ_ASSERT(carry.credits == 0 || (carry.credits & kChannelNotificationBit) != 0);
+  }
   if (header.kind == MessageKind::cts) {
     FUZZ_ASSERT(message.cts.bytes_to_write <= message.cts.target.length);
     FUZZ_ASSERT(message.cts.bytes_to_write == 0 || message.cts.chunk_bytes > 0);
@@ -49,6 +58,11 @@ std::vector<std::byte> reencode(const DecodedMessage& message) {
     case MessageKind::rts: return encoded(header, message.rts);
     case MessageKind::cts: return encoded(header, message.cts);
     case MessageKind::fin: return encoded(header, message.fin);
+    case MessageKind::channel: {
+      std::vector<std::byte> bytes = encoded(header, message.channel);
+      bytes.insert(bytes.end(), message.payload.begin(), message.payload.end());
+      return bytes;
+    }
     case MessageKind::eager:
     case MessageKind::probe:
     case MessageKind::probe_ack:
@@ -71,6 +85,7 @@ void check_round_trip(const DecodedMessage& message, int job_size) {
   FUZZ_ASSERT(std::memcmp(&decoded->cts, &message.cts, sizeof(ClearToSend)) == 0);
   FUZZ_ASSERT(std::memcmp(&decoded->rts, &message.rts, sizeof(RendezvousRequest)) == 0);
   FUZZ_ASSERT(decoded->fin.sender_request.packed() == message.fin.sender_request.packed());
+  FUZZ_ASSERT(std::memcmp(&decoded->channel, &message.channel, sizeof(ChannelCarry)) == 0);
 }
 
 }  // namespace

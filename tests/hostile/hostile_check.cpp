@@ -120,6 +120,28 @@ std::vector<std::uint64_t> hostile_notifications() {
   return all;
 }
 
+// Channel messages (small messages and credits as sends) that pass the wire checks but
+// not the registry's: each is rejected and counted like a notification.
+std::vector<tether::hostile::RawMessage> hostile_channel_messages() {
+  using tether::messaging::ChannelCarry;
+  using tether::messaging::MessageKind;
+  auto message = [](int source, ChannelCarry carry, std::size_t payload_bytes) {
+    auto header = tether::messaging::make_header(MessageKind::channel, source, 5, 0, payload_bytes);
+    std::vector<std::byte> bytes(tether::messaging::kChannelHeaderBytes + payload_bytes, std::byte{0x5a});
+    std::memcpy(bytes.data(), &header, sizeof header);
+    std::memcpy(bytes.data() + sizeof header, &carry, sizeof carry);
+    return tether::hostile::RawMessage{"channel message", std::move(bytes), false, ""};
+  };
+  using persist::encode;
+  return {
+      message(kHostile, {encode({4000, 0, 8}), 0}, 8),                      // no channel has that id
+      message(kHostile, {encode({kReceiveChannelId, 0, 8}), 0}, 4),         // length is not the notification's
+      message(kHostile, {0, encode({kSendChannelId, 0, 1})}, 0),            // a credit word that names a slot
+      message(kHostile, {encode({kReceiveChannelId, persist::kCreditSlot, 1}), 0}, 0),  // data in the credit slot
+      message(kReceiver, {encode({kReceiveChannelId, 0, 8}), 0}, 8),        // another rank than the channel's peer
+  };
+}
+
 // One 8-byte write into the bait buffer carrying `notification`; retried on back-pressure.
 void write_notification(Runtime& runtime, const tether::transport::RemoteBuffer& bait, std::byte* source,
                         std::uint64_t notification) {
@@ -150,6 +172,7 @@ void act_hostile(Runtime& runtime) {
   send_raw(runtime, tether::hostile::random_messages(kHostile, kRandomMessages, 7));
   auto* source = static_cast<std::byte*>(tether::pinned_alloc(64, 64));
   for (std::uint64_t notification : hostile_notifications()) write_notification(runtime, *bait, source, notification);
+  send_raw(runtime, hostile_channel_messages());
   // Not a channel's: a rendezvous chunk notification for a receive that does not exist.
   write_notification(runtime, *bait, source, tether::messaging::RequestId{0xfffff, 3}.packed());
   int done = 1;
@@ -183,7 +206,7 @@ void act_receiver(Runtime& runtime) {
   CHECK(wait_for(runtime, described.data(), described.size(), kHostile, kBaitTag, true) == Status::done, "bait");
   int done = 0;
   CHECK(wait_for(runtime, &done, sizeof done, kHostile, kDoneTag, false) == Status::done && done == 1, "done message");
-  std::uint64_t expected = hostile_notifications().size();
+  std::uint64_t expected = hostile_notifications().size() + hostile_channel_messages().size();
   std::uint64_t rejected = rejected_after(runtime, expected);
   CHECK(rejected == expected, "{} channel notifications rejected, {} expected", rejected, expected);
   fmt::print("rank 0: rejected {} channel notifications\n", rejected);

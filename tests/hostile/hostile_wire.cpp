@@ -61,6 +61,9 @@ std::vector<RawMessage> length_faults(int sender) {
                     false, "header says 34"});
   faults.push_back({"cts without its body", join(header(MessageKind::cts, sender, 0, 0)), false,
                     "header says " + std::to_string(sizeof(MessageHeader) + sizeof(ClearToSend))});
+  faults.push_back({"channel message shorter than its header says",
+                    join(header(MessageKind::channel, sender, 0, 100), ChannelCarry{kChannelNotificationBit | 1, 0}, payload),
+                    false, "header says " + std::to_string(kChannelHeaderBytes + 100)});
   ClearToSend past_target{{1, 1}, {2, 2}, {0x1000, 7, 0x1000, 64}, 4096, 4096};
   faults.push_back({"cts writing past its target", join(header(MessageKind::cts, sender, 0, 4096), past_target),
                     false, "cts asks to write 4096 bytes into a 64-byte target"});
@@ -91,6 +94,10 @@ std::vector<RawMessage> protocol_faults(int sender, int receiver) {
   flagged_empty.flags = kUsesCredit;
   faults.push_back({"a credit spent by an empty message", join(flagged_empty), false,
                     "a credit spent by a message without an eager payload"});
+  faults.push_back({"a channel word without the channel bit", join(header(MessageKind::channel, sender, 0, 0), ChannelCarry{1, 0}),
+                    false, "a channel message carries a word that is not a channel notification"});
+  faults.push_back({"a channel message carrying nothing", join(header(MessageKind::channel, sender, 0, 0), ChannelCarry{0, 0}),
+                    false, "a channel message without a notification carries a payload or nothing at all"});
   MessageHeader generous = header(MessageKind::credit, sender, 0, 0);
   generous.credits_returned = 100000;
   faults.push_back({"more credits given back than lent", join(generous), false,

@@ -65,6 +65,32 @@ TEST(WireTest, CreditFlagOnlyOnEagerPayloads) {
 }
 
 // Liveness probes are a bare header: exactly 32 bytes, anything after it is malformed.
+std::vector<std::byte> channel_message(ChannelCarry carry, std::size_t payload, std::size_t claimed) {
+  auto bytes = encode(make_header(MessageKind::channel, 1, 5, 0, claimed), carry);
+  bytes.resize(bytes.size() + payload, std::byte{9});
+  return bytes;
+}
+
+TEST(WireTest, ChannelMessageCarriesItsWordsAndPayload) {
+  constexpr std::uint64_t kData = kChannelNotificationBit | (std::uint64_t{3} << 44) | 40;
+  constexpr std::uint64_t kCredits = kChannelNotificationBit | (std::uint64_t{4} << 44) | (std::uint64_t{0xfff} << 32) | 2;
+  auto bytes = channel_message({kData, kCredits}, 40, 40);
+  auto message = decode(bytes, 2);
+  ASSERT_TRUE(message) << message.error().message();
+  EXPECT_EQ(message->channel.notification, kData);
+  EXPECT_EQ(message->channel.credits, kCredits);
+  ASSERT_EQ(message->payload.size(), 40u);
+  EXPECT_EQ(message->payload.data(), bytes.data() + kChannelHeaderBytes);
+  EXPECT_TRUE(decode(channel_message({0, kCredits}, 0, 0), 2));  // credits alone
+  EXPECT_FALSE(decode(channel_message({kData, 0}, 39, 40), 2));  // shorter than it says
+  EXPECT_FALSE(decode(channel_message({kData, 0}, 41, 40), 2));  // longer
+  EXPECT_FALSE(decode(channel_message({kData, 0}, 0, std::uint64_t{1} << 60), 2));  // absurd length
+  EXPECT_FALSE(decode(channel_message({40, 0}, 40, 40), 2));     // not a channel word
+  EXPECT_FALSE(decode(channel_message({kData, 7}, 40, 40), 2));
+  EXPECT_FALSE(decode(channel_message({0, 0}, 0, 0), 2));        // carries nothing
+  EXPECT_FALSE(decode(channel_message({0, kCredits}, 8, 8), 2)); // a payload without a notification
+}
+
 TEST(WireTest, ProbesAreHeaderOnly) {
   for (MessageKind kind : {MessageKind::probe, MessageKind::probe_ack, MessageKind::credit}) {
     MessageHeader header = make_header(kind, 2, 0, 0, 0);

@@ -43,7 +43,12 @@ std::vector<std::string> transport_environment(const std::string& transport) {
   if (transport == "hybrid") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=own", "TETHER_OFI_DOMAIN=lo"};
   if (transport == "ofishm") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=ofi"};
   std::vector<std::string> tcp{"TETHER_SHM=off", "TETHER_OFI_PROVIDER=tcp", "TETHER_OFI_DOMAIN=lo"};
-  if (transport == "tcpsend") tcp.push_back("TETHER_OFI_NOTIFY=send");  // notifications as messages
+  // "tcpsend": RMA writes whose notifications follow as messages; "tcprma": RMA writes with
+  // remote CQ data for every size; "tcpmixed": small messages as sends, larger ones as
+  // writes, in one stream (the 256-byte slots of "integrity").
+  if (transport == "tcpsend") tcp.insert(tcp.end(), {"TETHER_OFI_NOTIFY=send", "TETHER_CHANNEL_INLINE_MAX=0"});
+  if (transport == "tcprma") tcp.push_back("TETHER_CHANNEL_INLINE_MAX=0");
+  if (transport == "tcpmixed") tcp.push_back("TETHER_CHANNEL_INLINE_MAX=100");
   return tcp;
 }
 
@@ -86,6 +91,10 @@ std::vector<Case> tether_run_cases() {
     cases.push_back({scenario, 2, "ofishm", scenario == "integrity" ? "100000" : ""});
   cases.push_back({"many", 3, "hybrid", ""});
   cases.push_back({"integrity", 2, "tcpsend", "20000"});
+  for (std::string scenario : {"integrity", "no-overhead", "slow-receiver", "duplex"})
+    cases.push_back({scenario, 2, "tcprma", scenario == "integrity" ? "20000" : ""});
+  cases.push_back({"integrity", 2, "tcpmixed", "20000"});
+  cases.push_back({"duplex", 2, "tcpmixed", ""});
   cases.push_back({"partitioned", 2, "tcpsend", ""});
   cases.push_back({"fan-in", 4, "hybrid", "2000"});
   return cases;

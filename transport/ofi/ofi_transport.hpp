@@ -54,6 +54,7 @@ class OfiTransport final : public Transport {
   [[nodiscard]] const Limits& limits() const noexcept override { return limits_; }
   [[nodiscard]] Registrar& registrar() noexcept override { return *registrar_; }
   [[nodiscard]] bool range_keys_are_cheap() const noexcept override { return software_provider_; }
+  [[nodiscard]] bool sends_beat_small_writes(PeerIndex) const noexcept override { return software_provider_; }
   [[nodiscard]] std::span<const std::byte> address() const noexcept override { return address_; }
   [[nodiscard]] Expected<PeerIndex> insert_peer(std::span<const std::byte> address) override;
 

@@ -47,6 +47,10 @@ struct ChannelStats {
                                          // (TETHER_REMOTE_KEYS=exact): slots and flags, or credit word
   std::uint64_t data_writes = 0;         // RDMA writes of messages or partitions
   std::uint64_t credit_writes = 0;       // RDMA writes returning credits
+  std::uint64_t data_messages = 0;       // messages sent as one send from the buffer (small
+                                         // messages where sends beat writes; no copy)
+  std::uint64_t credit_messages = 0;     // messages returning credits alone
+  std::uint64_t piggybacked_credits = 0; // credit returns that rode on a data message
   std::uint64_t send_copies = 0;         // memcpy on a send path (channels to self only)
   std::uint64_t rejected_notifications = 0;  // malformed or unexpected, dropped and logged
   std::uint64_t late_notifications = 0;      // for channels closed since, dropped

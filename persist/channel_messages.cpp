@@ -1,0 +1,128 @@
+// Small messages as sends: where a send arrives sooner than an RMA write with notification
+// (software providers: tcp;ofi_rxm, libfabric shm), a message up to inline_max bytes goes
+// as one send of a channel header, written into the room before its buffer, and the
+// buffer itself: no copy, no extra registration. The receiver checks the header against
+// its own channel and copies the payload into the slot. Credits go back the same way,
+// riding on a data message to the same rank when one goes out first.
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "persist/channel_registry.hpp"
+
+namespace tether::persist {
+
+// Decided once the transport peer is known (create()).
+std::uint32_t ChannelRegistry::inline_limit(const ChannelState& channel) const noexcept {
+  if (channel.self || inline_max_ == 0 || !engine_.transport().sends_beat_small_writes(channel.transport_peer)) return 0;
+  if (channel.role == Role::receive) return inline_max_;
+  if (channel.buffer_prefix < messaging::kChannelHeaderBytes) return 0;  // user memory, or partitioned
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(inline_max_, channel.shape.slot_bytes));
+}
+
+// A receive channel to `rank` whose credits wait for a message to carry them.
+ChannelState* ChannelRegistry::owing_channel_to(int rank) noexcept {
+  for (ChannelState* channel : owing_credits_)
+    if (channel->shape.peer == rank && channel->inline_max > 0 && channel->receive.unreported > 0 &&
+        !channel->closed && channel->phase == Phase::ready)
+      return channel;
+  return nullptr;
+}
+
+Status ChannelRegistry::post_message(ChannelState& channel, std::uint64_t sequence, std::size_t length,
+                                     std::uint32_t value) noexcept {
+  auto slot = static_cast<std::uint32_t>(sequence % channel.shape.slots);
+  auto buffer = static_cast<std::uint32_t>(sequence % channel.buffer_count());
+  ChannelState* owing = owing_channel_to(channel.shape.peer);
+  auto credits = owing == nullptr ? 0U : static_cast<std::uint32_t>(owing->receive.unreported);
+  messaging::ChannelCarry carry{encode({channel.peer_channel_id, slot, value}),
+                                owing == nullptr ? 0 : encode({owing->peer_channel_id, kCreditSlot, credits})};
+  auto header = messaging::make_header(messaging::MessageKind::channel, engine_.rank(), channel.shape.tag, 0, length);
+  std::byte* message = channel.buffer_at(buffer) - messaging::kChannelHeaderBytes;
+  std::memcpy(message, &header, sizeof(header));
+  std::memcpy(message + sizeof(header), &carry, sizeof(carry));
+  transport::Transport& transport = engine_.transport();
+  Status status = transport.send(channel.transport_peer, message, messaging::kChannelHeaderBytes + length,
+                                 channel.descriptor, operation_context(channel.id, false, buffer));
+  if (status == Status::error)
+    return fail_channel(channel, transport.last_error().code, transport.last_error().cause, transport.last_error().remedy);
+  if (status == Status::retry) return status;
+  if (owing != nullptr) {
+    owing->receive.unreported = 0;
+    ++stats_.piggybacked_credits;
+  }
+  ++stats_.data_messages;
+  if (status == Status::done) return Status::done;  // injected: the buffer is free again
+  ++channel.send.writes_in_flight;
+  ++channel.send.buffer_writes[buffer];
+  return Status::posted;
+}
+
+// The credit message lives in the receive channel's credit line; one at a time.
+void ChannelRegistry::send_credit_message(ChannelState& channel) noexcept {
+  ReceiveProgress& receive = channel.receive;
+  if (receive.credit_message_busy) return owe_credits(channel);
+  auto credits = static_cast<std::uint32_t>(receive.unreported);
+  messaging::ChannelCarry carry{0, encode({channel.peer_channel_id, kCreditSlot, credits})};
+  auto header = messaging::make_header(messaging::MessageKind::channel, engine_.rank(), channel.shape.tag, 0, 0);
+  auto* message = reinterpret_cast<std::byte*>(channel.credit_word);
+  std::memcpy(message, &header, sizeof(header));
+  std::memcpy(message + sizeof(header), &carry, sizeof(carry));
+  transport::Transport& transport = engine_.transport();
+  Status status = transport.send(channel.transport_peer, message, messaging::kChannelHeaderBytes, nullptr,
+                                 operation_context(channel.id, true, 0));
+  if (status == Status::retry) return owe_credits(channel);
+  if (status == Status::error) {
+    (void)fail_channel(channel, transport.last_error().code,
+                       fmt::format("a credit message failed: {}", transport.last_error().cause),
+                       "check that the peer is alive");
+    return;
+  }
+  receive.credit_message_busy = status == Status::posted;
+  ++stats_.credit_messages;
+  receive.unreported = 0;
+}
+
+// The channel a message from `source` names, or nullptr (counted or logged).
+ChannelState* ChannelRegistry::channel_of_message(int source, std::uint64_t bits) noexcept {
+  Notification notification = decode_notification(bits);
+  ChannelState* channel = find(notification.channel_id);
+  if (channel == nullptr && notification.channel_id != 0 && notification.channel_id <= channels_.size()) {
+    ++stats_.late_notifications;  // for a channel closed since
+    return nullptr;
+  }
+  if (channel == nullptr) {
+    reject("no channel has that id", bits);
+    return nullptr;
+  }
+  if (channel->shape.peer != source || channel->self) {
+    reject("a message from another rank than the channel's peer", bits);
+    return nullptr;
+  }
+  return channel;
+}
+
+void ChannelRegistry::take_message_credits(int source, std::uint64_t bits) noexcept {
+  Notification notification = decode_notification(bits);
+  if (notification.slot != kCreditSlot) return reject("a credit word that names a slot", bits);
+  if (ChannelState* channel = channel_of_message(source, bits)) take_credit(*channel, notification.value);
+}
+
+void ChannelRegistry::land_message(int source, std::uint64_t bits, std::span<const std::byte> payload) noexcept {
+  Notification notification = decode_notification(bits);
+  if (notification.slot == kCreditSlot) return reject("a data message that names the credit slot", bits);
+  ChannelState* channel = channel_of_message(source, bits);
+  if (channel == nullptr || !valid_landing(*channel, notification)) return;
+  if (channel->shape.partitions != 1 || payload.size() != notification.value)
+    return reject("a message whose length is not its notification's, or for a partitioned channel", bits);
+  if (!payload.empty()) std::memcpy(channel->buffer_at(notification.slot), payload.data(), payload.size());
+  record_landing(*channel, notification);
+}
+
+void ChannelRegistry::on_message(const messaging::DecodedMessage& message) noexcept {
+  auto source = static_cast<int>(message.header.source_rank);
+  if (message.channel.credits != 0) take_message_credits(source, message.channel.credits);
+  if (message.channel.notification != 0) land_message(source, message.channel.notification, message.payload);
+}
+
+}  // namespace tether::persist
