@@ -54,7 +54,10 @@ Engine::Engine(std::unique_ptr<Bootstrap> bootstrap, std::unique_ptr<transport::
   std::size_t room = limits.max_message_bytes > sizeof(MessageHeader) ? limits.max_message_bytes - sizeof(MessageHeader) : 0;
   options_.eager_limit_bytes = std::min(options_.eager_limit_bytes, room);
   if (limits.max_rma_bytes > 0) options_.chunk_bytes = std::min(options_.chunk_bytes, limits.max_rma_bytes);
-  receive_buffer_bytes_ = std::max(sizeof(MessageHeader) + options_.eager_limit_bytes, kControlMessageBytes);
+  // Room for an eager message, and for a channel message of as many bytes where the
+  // transport allows (persist/channel_messages.cpp).
+  std::size_t channel_message = std::min(kChannelHeaderBytes + options_.eager_limit_bytes, limits.max_message_bytes);
+  receive_buffer_bytes_ = std::max({sizeof(MessageHeader) + options_.eager_limit_bytes, channel_message, kControlMessageBytes});
 }
 
 Engine::~Engine() {

@@ -163,8 +163,9 @@ Expected<std::unique_ptr<Transport>> OfiTransport::open(const std::string& provi
 OfiTransport::OfiTransport(fi_info* info) : info_(info) {
   name_ = fmt::format("ofi:{}:{}", info->fabric_attr->prov_name, info->domain_attr->name);
   std::string_view provider = info->fabric_attr->prov_name;
-  software_provider_ = provider.starts_with("tcp") || provider.starts_with("shm") || provider.starts_with("udp") ||
-                       provider.starts_with("sockets");
+  // "net": libfabric 1.17's native TCP RDM provider (named tcp from 1.18 on).
+  software_provider_ = provider.starts_with("tcp") || provider.starts_with("net") || provider.starts_with("shm") ||
+                       provider.starts_with("udp") || provider.starts_with("sockets");
   limits_.max_message_bytes = info->ep_attr->max_msg_size;
   limits_.max_rma_bytes = info->ep_attr->max_msg_size;
   limits_.inject_bytes = info->tx_attr->inject_size;
