@@ -49,6 +49,8 @@ Expected<ChannelState*> ChannelRegistry::create(Role role, const ChannelShape& s
   channel->role = role;
   channel->shape = shape;
   channel->self = shape.peer == engine_.rank();
+  if (role == Role::send && shape.partitions == 1 && user_memory.empty() && may_send_messages(shape.peer))
+    channel->buffer_prefix = kInlineRoom;  // room for a channel header before each buffer
   if (auto memory = provide_memory(*channel, user_memory); !memory) {
     release_memory(*channel);
     return tl::unexpected(memory.error());
@@ -73,7 +75,6 @@ Expected<ChannelState*> ChannelRegistry::create(Role role, const ChannelShape& s
       }
       made->transport_peer = *peer;
     }
-    made->inline_max = inline_limit(*made);
     if (auto landing = describe_landing(*made); !landing) {
       made->closed = true;
       return tl::unexpected(landing.error());
@@ -89,6 +90,7 @@ Expected<ChannelState*> ChannelRegistry::create(Role role, const ChannelShape& s
 void ChannelRegistry::size_progress(ChannelState& channel) {
   const ChannelShape& shape = channel.shape;
   channel.send.buffer_writes.assign(channel.buffer_count(), 0);
+  channel.send.buffer_piggyback.assign(channel.buffer_count(), 0);
   channel.send.partition_sent.assign(shape.partitions, 0);
   channel.receive.landed_bytes.assign(shape.slots, 0);
   channel.receive.partitions_landed.assign(shape.slots, 0);
@@ -110,10 +112,7 @@ Expected<void> ChannelRegistry::provide_memory(ChannelState& channel, std::span<
   }
   channel.buffer_stride = shape.slot_bytes;
   if (!user_memory.empty()) return register_user_memory(channel, user_memory);
-  if (channel.role == Role::send && shape.partitions == 1 && inline_max_ > 0) {
-    channel.buffer_prefix = kInlineRoom;
-    channel.buffer_stride = (shape.slot_bytes + 63) / 64 * 64 + kInlineRoom;
-  }
+  if (channel.buffer_prefix > 0) channel.buffer_stride = (shape.slot_bytes + 63) / 64 * 64 + channel.buffer_prefix;
   channel.memory_bytes = channel.buffer_stride * shape.slots;
   channel.memory = static_cast<std::byte*>(pinned_alloc(channel.memory_bytes, 64));
   if (channel.memory == nullptr) return tl::unexpected(pinned_last_error());
@@ -165,6 +164,7 @@ Expected<void> ChannelRegistry::describe_landing(ChannelState& channel) {
   hello.slots = channel.shape.slots;
   hello.slot_bytes = channel.shape.slot_bytes;
   hello.partitions = channel.shape.partitions;
+  hello.accepts_message_bytes = channel.self ? 0 : inline_max_;
   if (channel.self) {
     hello.landing = {reinterpret_cast<std::uint64_t>(target), 0, 0, bytes};
     return {};
@@ -234,6 +234,7 @@ Status ChannelRegistry::finish_handshake(ChannelState& channel) noexcept {
   channel.peer_channel_id = channel.hello_in.channel_id;
   channel.peer_landing = channel.hello_in.landing;
   if (!channel.self) map_direct(channel);
+  channel.inline_max = inline_limit(channel);
   channel.phase = Phase::ready;
   return Status::done;
 }

@@ -4,6 +4,7 @@
 // buffer itself: no copy, no extra registration. The receiver checks the header against
 // its own channel and copies the payload into the slot. Credits go back the same way,
 // riding on a data message to the same rank when one goes out first.
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -12,12 +13,23 @@
 
 namespace tether::persist {
 
-// Decided once the transport peer is known (create()).
+// Whether a send channel to `rank` may send messages (then its buffers get header room).
+bool ChannelRegistry::may_send_messages(int rank) {
+  if (inline_max_ == 0 || rank == engine_.rank()) return false;
+  std::lock_guard lock(engine_.progress_mutex());
+  auto peer = engine_.peer_index(rank);
+  return peer && engine_.transport().sends_beat_small_writes(*peer);
+}
+
+// Decided once the peer's hello came: it says how large a message it takes (0: none).
 std::uint32_t ChannelRegistry::inline_limit(const ChannelState& channel) const noexcept {
-  if (channel.self || inline_max_ == 0 || !engine_.transport().sends_beat_small_writes(channel.transport_peer)) return 0;
-  if (channel.role == Role::receive) return inline_max_;
+  std::uint32_t accepted = channel.hello_in.accepts_message_bytes;
+  if (channel.self || inline_max_ == 0 || accepted == 0 || channel.direct_slots != nullptr ||
+      channel.direct_credit != nullptr || !engine_.transport().sends_beat_small_writes(channel.transport_peer))
+    return 0;
+  if (channel.role == Role::receive) return inline_max_;  // credits as messages
   if (channel.buffer_prefix < messaging::kChannelHeaderBytes) return 0;  // user memory, or partitioned
-  return static_cast<std::uint32_t>(std::min<std::uint64_t>(inline_max_, channel.shape.slot_bytes));
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>({inline_max_, accepted, channel.shape.slot_bytes}));
 }
 
 // A receive channel to `rank` whose credits wait for a message to carry them.
@@ -55,6 +67,7 @@ Status ChannelRegistry::post_message(ChannelState& channel, std::uint64_t sequen
   if (status == Status::done) return Status::done;  // injected: the buffer is free again
   ++channel.send.writes_in_flight;
   ++channel.send.buffer_writes[buffer];
+  if (owing != nullptr) channel.send.buffer_piggyback[buffer] = std::uint64_t{owing->id} << 32 | credits;
   return Status::posted;
 }
 
@@ -79,8 +92,17 @@ void ChannelRegistry::send_credit_message(ChannelState& channel) noexcept {
     return;
   }
   receive.credit_message_busy = status == Status::posted;
+  receive.credits_in_message = status == Status::posted ? credits : 0;
   ++stats_.credit_messages;
   receive.unreported = 0;
+}
+
+// Credits whose message failed (the send completed with an error) are owed again.
+void ChannelRegistry::owe_again(std::uint32_t channel_id, std::uint32_t credits) noexcept {
+  ChannelState* channel = find(channel_id);
+  if (channel == nullptr || credits == 0 || channel->phase == Phase::failed) return;
+  channel->receive.unreported += credits;
+  owe_credits(*channel);
 }
 
 // The channel a message from `source` names, or nullptr (counted or logged).

@@ -116,9 +116,9 @@ Status ChannelRegistry::release(ChannelState& channel) noexcept {
   ++receive.unreported;
   if (channel.phase == Phase::failed) return Status::done;
   std::uint32_t batch = credit_batch_ > 0 ? credit_batch_ : std::max<std::uint32_t>(1, channel.shape.slots / 4);
-  // Credits by message: at least half the slots (the rest ride on data or go when this
-  // side waits).
-  if (channel.inline_max > 0) batch = std::max<std::uint32_t>(batch, std::max<std::uint32_t>(1, channel.shape.slots / 2) + 1);
+  // Credits by message, by default: more than half the slots at once; fewer ride on data
+  // to that rank, or go when this side waits for its next message.
+  if (channel.inline_max > 0 && credit_batch_ == 0) batch = channel.shape.slots / 2 + 1;
   if (channel.self || channel.direct_credit != nullptr || receive.unreported >= std::min(batch, channel.shape.slots)) return_credits(channel);
   else owe_credits(channel);
   return Status::done;

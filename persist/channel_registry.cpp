@@ -3,6 +3,7 @@
 #include "persist/channel_registry.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -131,16 +132,20 @@ void ChannelRegistry::on_operation(const transport::Completion& completion) noex
   OperationContext context = decode_context(completion.context);
   ChannelState* channel = find(context.channel_id);
   if (channel == nullptr) return;  // a credit write of a channel closed since
+  bool failed = completion.kind == transport::CompletionKind::error;
   if (context.credit) {
+    std::uint32_t credits = std::exchange(channel->receive.credits_in_message, 0);
     channel->receive.credit_message_busy = false;
-    if (completion.kind == transport::CompletionKind::error)
-      log::warn("persist", "a credit write to rank {} failed: {}", channel->shape.peer, completion.cause);
+    if (failed) log::warn("persist", "credits to rank {} failed: {}", channel->shape.peer, completion.cause);
+    if (failed) owe_again(channel->id, credits);
     return;
   }
   --channel->send.writes_in_flight;
   std::uint32_t buffer = context.buffer % channel->buffer_count();
   if (channel->send.buffer_writes[buffer] > 0) --channel->send.buffer_writes[buffer];
-  if (completion.kind == transport::CompletionKind::error)
+  std::uint64_t piggyback = std::exchange(channel->send.buffer_piggyback[buffer], 0);
+  if (failed && piggyback != 0) owe_again(static_cast<std::uint32_t>(piggyback >> 32), static_cast<std::uint32_t>(piggyback));
+  if (failed)
     (void)fail_channel(*channel, completion.error, fmt::format("a write failed: {}", completion.cause),
                        "check that the peer is alive and its channel open");
 }

@@ -17,7 +17,7 @@ enum class Role : std::uint8_t { send = 1, receive = 2 };
 enum class Phase : std::uint8_t { connecting, ready, failed };
 
 inline constexpr std::uint16_t kHelloMagic = 0x7e43;  // "te" + channel
-inline constexpr std::uint8_t kHelloVersion = 1;
+inline constexpr std::uint8_t kHelloVersion = 2;  // 2: accepts_message_bytes
 
 // The one handshake message each side sends when its channel is created. Append fields,
 // never reorder.
@@ -30,7 +30,7 @@ struct ChannelHello {
   std::uint32_t slots = 0;
   std::uint64_t slot_bytes = 0;
   std::uint32_t partitions = 0;
-  std::uint32_t reserved = 0;
+  std::uint32_t accepts_message_bytes = 0;  // largest channel message payload this side takes (0: RMA only)
   transport::RemoteBuffer landing{};  // receive side: its slots; send side: its credit word
   transport::RemoteBuffer flags{};    // receive side: one flag line per slot (direct writes)
 };
@@ -82,6 +82,9 @@ struct SendProgress {
   std::uint64_t credited = 0;          // messages whose slot the receiver gave back
   std::uint64_t writes_in_flight = 0;  // posted, not yet write_done
   std::vector<std::uint32_t> buffer_writes;  // writes in flight per local buffer
+  // Per local buffer: credits of another channel riding on its send in flight (channel id
+  // << 32 | credits, 0: none), given back to that channel if the send fails.
+  std::vector<std::uint64_t> buffer_piggyback;
   std::vector<std::uint8_t> partition_sent; // partitioned: of the started message
   std::uint32_t partitions_left = 0;
 };
@@ -97,6 +100,7 @@ struct ReceiveProgress {
   std::uint64_t unreported = 0;   // released, credit not yet written
   std::uint64_t owed_since_pass = 0;  // the registry's progress pass when unreported left 0
   bool credit_message_busy = false;   // the credit message (in credit_word's line) is on its way
+  std::uint32_t credits_in_message = 0;  // what it carries, owed again if it fails
 };
 
 struct ChannelState {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "pool/rcache/page_table.hpp"
@@ -37,6 +38,7 @@ struct alignas(64) Entry {
   [[nodiscard]] std::size_t length() const noexcept { return end - start; }
 };
 static_assert(sizeof(Entry) == 64);
+static_assert(std::is_trivially_destructible_v<Entry>);  // entries live in HugeChunks
 inline constexpr std::uint8_t kSharedHead = 1;
 inline constexpr std::uint8_t kSharedTail = 2;
 
@@ -142,7 +144,7 @@ class Cache {
   std::size_t held_bytes_ = 0;
   std::atomic<Entry*> retired_{nullptr};        // lock-free stack of entries to deregister
   std::vector<Entry*> spare_entries_;           // recycled: entries are never freed while in use
-  std::vector<std::unique_ptr<Entry[]>> entry_blocks_;               // kEntriesPerBlock each
+  HugeChunks entry_memory_;                                          // entries, kEntriesPerBlock at a time
   std::vector<std::unique_ptr<Registration[]>> registration_blocks_;  // and their registrations
   static constexpr std::size_t kEntriesPerBlock = 256;
   std::uint64_t retired_hits_ = 0;

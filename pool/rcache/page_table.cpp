@@ -8,6 +8,7 @@ namespace {
 
 constexpr std::size_t kRootBytes = sizeof(std::atomic<void*>) << PageTable::kRootBits;
 constexpr std::size_t kLeafBytes = sizeof(PageTable::Slot) << PageTable::kLeafBits;
+static_assert(kLeafBytes % HugeChunks::kChunkBytes == 0);
 
 // Raw system calls: the table is mapped and unmapped without the memory monitor's hooks.
 void* map_zeroed(std::size_t bytes) {
@@ -17,14 +18,52 @@ void* map_zeroed(std::size_t bytes) {
 
 }  // namespace
 
+void* map_huge_aligned(std::size_t bytes) noexcept {
+  constexpr std::size_t kAlign = HugeChunks::kChunkBytes;
+  auto* raw = static_cast<std::byte*>(map_zeroed(bytes + kAlign));
+  if (raw == nullptr) return nullptr;
+  auto address = reinterpret_cast<std::uintptr_t>(raw);
+  std::uintptr_t aligned = (address + kAlign - 1) & ~(kAlign - 1);
+  std::size_t head = aligned - address;
+  if (head > 0) unmap_raw(raw, head);
+  if (kAlign - head > 0) unmap_raw(reinterpret_cast<std::byte*>(aligned) + bytes, kAlign - head);
+  (void)::madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);  // advice only
+  return reinterpret_cast<void*>(aligned);
+}
+
+void unmap_raw(void* memory, std::size_t bytes) noexcept { ::syscall(SYS_munmap, memory, bytes); }
+
+HugeChunks::~HugeChunks() {
+  for (void* chunk : chunks_) unmap_raw(chunk, kChunkBytes);
+}
+
+void* HugeChunks::take(std::size_t bytes) noexcept {
+  bytes = (bytes + 63) & ~std::size_t{63};
+  if (bytes > kChunkBytes) return nullptr;
+  if (kChunkBytes - used_ < bytes) {
+    void* chunk = map_huge_aligned(kChunkBytes);
+    if (chunk == nullptr) return nullptr;
+    try {
+      chunks_.push_back(chunk);
+    } catch (...) {
+      unmap_raw(chunk, kChunkBytes);
+      return nullptr;
+    }
+    used_ = 0;
+  }
+  void* memory = static_cast<std::byte*>(chunks_.back()) + used_;
+  used_ += bytes;
+  return memory;
+}
+
 PageTable::PageTable() noexcept : root_(static_cast<std::atomic<Slot*>*>(map_zeroed(kRootBytes))) {}
 
 PageTable::~PageTable() {
   if (root_ == nullptr) return;
   for (std::size_t i = 0; i < (std::size_t{1} << kRootBits); ++i) {
-    if (Slot* leaf = root_[i].load(std::memory_order_relaxed)) ::syscall(SYS_munmap, leaf, kLeafBytes);
+    if (Slot* leaf = root_[i].load(std::memory_order_relaxed)) unmap_raw(leaf, kLeafBytes);
   }
-  ::syscall(SYS_munmap, root_, kRootBytes);
+  unmap_raw(root_, kRootBytes);
 }
 
 PageTable::Slot* PageTable::slot(std::uintptr_t address, bool create) noexcept {
@@ -36,8 +75,8 @@ PageTable::Slot* PageTable::slot(std::uintptr_t address, bool create) noexcept {
     std::lock_guard guard(grow_mutex_);
     leaf = root_slot.load(std::memory_order_acquire);
     if (leaf == nullptr) {
-      leaf = static_cast<Slot*>(map_zeroed(kLeafBytes));
-      root_slot.store(leaf, std::memory_order_release);
+      leaf = static_cast<Slot*>(map_huge_aligned(kLeafBytes));
+      if (leaf != nullptr) root_slot.store(leaf, std::memory_order_release);
     }
   }
   return leaf == nullptr ? nullptr : &leaf[page & (kLeafPages - 1)];

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <vector>
 
 namespace tether::rcache {
 
@@ -17,7 +18,7 @@ struct Entry;
 class PageTable {
  public:
   static constexpr unsigned kPageShift = 12;
-  static constexpr unsigned kLeafBits = 16;              // a leaf covers 256 MiB
+  static constexpr unsigned kLeafBits = 18;              // a leaf covers 1 GiB: 2 MiB of slots, one huge page
   static constexpr unsigned kRootBits = 48 - kPageShift - kLeafBits;
   static constexpr std::uintptr_t kLeafPages = std::uintptr_t{1} << kLeafBits;
   using Slot = std::atomic<Entry*>;
@@ -44,5 +45,30 @@ class PageTable {
   std::atomic<Slot*>* root_ = nullptr;  // mmapped, 2^kRootBits pointers
   std::mutex grow_mutex_;
 };
+
+// Zeroed memory in 2 MiB chunks aligned to 2 MiB and advised onto huge pages
+// (MADV_HUGEPAGE; the kernel may still use small pages): a hit reads one random slot and
+// one random entry, and 100,000 of them on 4 KiB pages miss the TLB every time. Mapped and
+// unmapped with raw system calls, out of the memory monitor's sight. Chunks are freed with
+// the owner.
+class HugeChunks {
+ public:
+  static constexpr std::size_t kChunkBytes = std::size_t{2} << 20;
+  HugeChunks() = default;
+  ~HugeChunks();
+  HugeChunks(const HugeChunks&) = delete;
+  HugeChunks& operator=(const HugeChunks&) = delete;
+  // `bytes` (at most kChunkBytes, 64-byte aligned) from the current chunk or a new one;
+  // nullptr when mapping fails.
+  [[nodiscard]] void* take(std::size_t bytes) noexcept;
+
+ private:
+  std::vector<void*> chunks_;
+  std::size_t used_ = kChunkBytes;  // of the last chunk
+};
+
+// One 2 MiB-aligned chunk of `bytes` (a multiple of 2 MiB) advised onto huge pages, or nullptr.
+[[nodiscard]] void* map_huge_aligned(std::size_t bytes) noexcept;
+void unmap_raw(void* memory, std::size_t bytes) noexcept;
 
 }  // namespace tether::rcache

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <new>
 
 #include <fmt/format.h>
 
@@ -236,11 +237,13 @@ std::size_t Cache::evict_idle(std::size_t count_wanted, std::size_t bytes_wanted
 Entry* Cache::new_entry(std::uintptr_t start, std::uintptr_t end, Access access) {
   if (spare_entries_.empty()) {  // a new block of entries, each with its registrations
     std::size_t per_entry = registrars_.size();
-    entry_blocks_.push_back(std::make_unique<Entry[]>(kEntriesPerBlock));
+    auto* block = static_cast<Entry*>(entry_memory_.take(kEntriesPerBlock * sizeof(Entry)));
+    if (block == nullptr) throw std::bad_alloc();
     registration_blocks_.push_back(std::make_unique<Registration[]>(kEntriesPerBlock * per_entry));
     for (std::size_t i = kEntriesPerBlock; i-- > 0;) {
-      entry_blocks_.back()[i].registrations = &registration_blocks_.back()[i * per_entry];
-      spare_entries_.push_back(&entry_blocks_.back()[i]);
+      Entry* made = new (&block[i]) Entry{};  // trivially destructible: the chunks just go
+      made->registrations = &registration_blocks_.back()[i * per_entry];
+      spare_entries_.push_back(made);
     }
   }
   Entry* entry = spare_entries_.back();

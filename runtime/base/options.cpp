@@ -102,11 +102,12 @@ constexpr Option kOptions[] = {
     {"TETHER_CHANNEL_CONNECT_TIMEOUT", "2m", Kind::duration,
      "Longest wait_connected() waits for the peer to create the matching channel (0s: no limit)"},
     {"TETHER_CHANNEL_CREDIT_BATCH", "0", Kind::integer,
-     "Released slots returned to the sender in one credit write (0: a quarter of the slots, at least 1)"},
+     "Released slots returned to the sender at once, by a credit write or message (0: a quarter of the slots, at "
+     "least 1; more than half where credits travel as messages)"},
     {"TETHER_CHANNEL_INLINE_MAX", "8K", Kind::size,
      "Channel messages up to this size travel as one send instead of an RMA write where sends arrive "
-     "sooner (tcp, libfabric shm; not verbs or the direct on-node path); at most TETHER_EAGER_LIMIT; 0: "
-     "always RMA writes"},
+     "sooner (tcp, libfabric shm; not verbs or the direct on-node path); capped by the engine's receive "
+     "buffers (TETHER_EAGER_LIMIT) and by the peer's own limit; 0: always RMA writes"},
     {"TETHER_CHANNEL_CLOSE_TIMEOUT", "2s", Kind::duration,
      "Longest a closing send channel waits for its writes in flight before it reports and leaks them"},
 

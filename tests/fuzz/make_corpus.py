@@ -8,7 +8,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WIRE_MAGIC, WIRE_VERSION = 0x7E7A, 2
-HELLO_MAGIC, HELLO_VERSION = 0x7E43, 1
+HELLO_MAGIC, HELLO_VERSION = 0x7E43, 2
 HYBRID_MAGIC = 0x54485942
 EAGER, RTS, CTS, FIN, CREDIT, CHANNEL = 1, 2, 3, 4, 7, 8
 CHANNEL_BIT = 1 << 63
@@ -51,7 +51,7 @@ def wire_seeds():
 
 def hello(role, tag=7, slots=4, slot_bytes=4096, partitions=1, landing_length=16384, channel_id=3):
     return (struct.pack("<HBBIiIQII", HELLO_MAGIC, HELLO_VERSION, role, channel_id, tag, slots, slot_bytes,
-                        partitions, 0) + remote(length=landing_length) + remote(length=slots * 64))
+                        partitions, 8192) + remote(length=landing_length) + remote(length=slots * 64))
 
 
 def hello_seeds():

@@ -1,5 +1,7 @@
 // Persistent channels: pin once, handshake once, then every message is one RDMA write
-// into the receiver's next free slot, with credits so no unconsumed slot is overwritten.
+// into the receiver's next free slot (or, for small messages on software providers such
+// as tcp, one send straight from the buffer), with credits so no unconsumed slot is
+// overwritten.
 //
 //   auto out = tether::SendChannel::create(runtime, {.peer = 1, .tag = 7, .slot_bytes = 4096});
 //   auto in  = tether::ReceiveChannel::create(runtime, {.peer = 0, .tag = 7, .slot_bytes = 4096});
@@ -81,8 +83,9 @@ class SendChannel {
   [[nodiscard]] std::span<std::byte> buffer() const noexcept;
   [[nodiscard]] Status next_buffer(std::span<std::byte>& buffer) noexcept;
 
-  // One RDMA write of buffer()[0, bytes) into the receiver's next slot. posted; retry
-  // when no credit, the buffer is busy or the handshake runs (progress and call again);
+  // One RDMA write of buffer()[0, bytes) into the receiver's next slot (or one send of
+  // it, see TETHER_CHANNEL_INLINE_MAX). posted, or done when the bytes already left the
+  // buffer; retry when no credit, the buffer is busy or the handshake runs (progress and call again);
   // error for bytes > slot_bytes or a failed channel. Partitioned channels: starts a
   // message whose partitions go out with ready().
   [[nodiscard]] Status start(std::size_t bytes) noexcept;

@@ -65,7 +65,9 @@ struct RcacheSegment {
 class RcacheHandle {
  public:
   RcacheHandle() noexcept = default;
-  RcacheHandle(RcacheHandle&& other) noexcept;
+  // Moves and an empty handle's release are inline: acquire hands a handle through an
+  // Expected, and a hit costs tens of nanoseconds.
+  RcacheHandle(RcacheHandle&& other) noexcept { steal(other); }
   RcacheHandle& operator=(RcacheHandle&& other) noexcept;
   RcacheHandle(const RcacheHandle&) = delete;
   RcacheHandle& operator=(const RcacheHandle&) = delete;
@@ -78,7 +80,10 @@ class RcacheHandle {
   [[nodiscard]] RcacheSegment segment_at(const void* address) const noexcept;
   // True when the range lies in the pinned pool: registrations are the pool's, by slot.
   [[nodiscard]] bool from_pool() const noexcept { return pool_registrations_ != nullptr; }
-  void release() noexcept;
+  void release() noexcept {
+    if (count_ != 0 || spill_ != nullptr) release_entries();
+    pool_registrations_ = nullptr;
+  }
 
  private:
   friend class rcache::Cache;
@@ -86,7 +91,21 @@ class RcacheHandle {
   rcache::Entry** entries() noexcept { return spill_ ? spill_ : inline_; }
   rcache::Entry* const* entries() const noexcept { return spill_ ? spill_ : inline_; }
   void push(rcache::Entry* entry);
-  void steal(RcacheHandle& other) noexcept;
+  void release_entries() noexcept;
+  void steal(RcacheHandle& other) noexcept {
+    cache_ = other.cache_;
+    for (std::size_t i = 0; i < kInline; ++i) inline_[i] = other.inline_[i];
+    spill_ = other.spill_;
+    count_ = other.count_;
+    capacity_ = other.capacity_;
+    pool_registrations_ = other.pool_registrations_;
+    pool_base_ = other.pool_base_;
+    pool_length_ = other.pool_length_;
+    other.spill_ = nullptr;
+    other.count_ = 0;
+    other.capacity_ = kInline;
+    other.pool_registrations_ = nullptr;
+  }
 
   rcache::Cache* cache_ = nullptr;
   rcache::Entry* inline_[kInline] = {};
