@@ -96,7 +96,6 @@ inline bool free_to_thread_cache(Span& span, void* pointer) noexcept {
 struct alignas(64) RecentSpan {
   std::uintptr_t start = 0;
   std::size_t bytes = 0;
-  Span* span = nullptr;
   FreeList* list = nullptr;
   std::atomic<std::uint8_t>* states = nullptr;
   std::uint32_t state_stride = 1;
