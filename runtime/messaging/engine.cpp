@@ -2,6 +2,7 @@
 #include "runtime/messaging/engine.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <array>
 
 #include <fmt/format.h>
@@ -15,6 +16,14 @@ namespace {
 thread_local Error t_last_error;
 constexpr std::size_t kPollBatch = 16;
 constexpr std::string_view kAddressKey = "tether.address";
+// What this rank's receive side takes, published next to its address: ranks started with
+// different TETHER_EAGER_LIMIT or TETHER_EAGER_CREDITS keep to each other's.
+constexpr std::string_view kLimitsKey = "tether.limits";
+struct ReceiveLimits {
+  std::uint64_t receive_buffer_bytes;
+  std::uint32_t eager_credits;  // lent to each peer
+  std::uint32_t reserved;
+};
 
 transport::KeyScope key_scope(std::string_view choice) {
   if (choice == "arena") return transport::KeyScope::arena;
@@ -49,7 +58,7 @@ Engine::Engine(std::unique_ptr<Bootstrap> bootstrap, std::unique_ptr<transport::
       commands_(options.max_requests),
       peers_(static_cast<std::size_t>(size_)) {
   for (int i = 0; i < size_; ++i) dead_.push_back(std::make_unique<std::atomic<bool>>(false));
-  for (PeerState& peer : peers_) peer.send_credits = options_.eager_credits;
+  for (PeerState& peer : peers_) peer.send_credits = options_.eager_credits;  // until the peer's own are read
   const auto& limits = transport_->limits();
   std::size_t room = limits.max_message_bytes > sizeof(MessageHeader) ? limits.max_message_bytes - sizeof(MessageHeader) : 0;
   options_.eager_limit_bytes = std::min(options_.eager_limit_bytes, room);
@@ -91,6 +100,9 @@ Expected<void> Engine::start() {
   }
   auto address = transport_->address();
   auto put = bootstrap_->put(kAddressKey, address);
+  if (!put) return put;
+  ReceiveLimits limits{receive_buffer_bytes_, options_.eager_credits, 0};
+  put = bootstrap_->put(kLimitsKey, std::as_bytes(std::span(&limits, 1)));
   if (!put) return put;
   bootstrap_->on_peer_death([this](int peer, std::string_view why) { note_death(peer, why); });
   for (int peer = 0; peer < size_; ++peer)  // deaths before the callback existed
@@ -135,11 +147,35 @@ Expected<transport::PeerIndex> Engine::resolve(int peer_rank) {
   if (peer.transport_peer != transport::kUnknownPeer) return peer.transport_peer;
   auto address = bootstrap_->get(peer_rank, kAddressKey);
   if (!address) return tl::unexpected(address.error());
+  auto limits = bootstrap_->get(peer_rank, kLimitsKey);
+  if (!limits) return tl::unexpected(limits.error());
+  if (limits->size() != sizeof(ReceiveLimits))
+    return make_error(Errc::invalid_argument,
+                      fmt::format("rank {} published {} bytes of receive limits, not {}", peer_rank, limits->size(),
+                                  sizeof(ReceiveLimits)),
+                      "run the same tether version on every rank");
   auto inserted = transport_->insert_peer(*address);
   if (!inserted) return inserted;
   peer.transport_peer = *inserted;
+  adopt_limits(peer_rank, *limits);
   log::info("runtime", "rank {} reaches rank {} over {}", rank_, peer_rank, transport_->peer_transport_name(*inserted));
   return *inserted;
+}
+
+// The peer's receive buffers and credits, when they differ from this rank's, bound what
+// this rank sends it (said once, naming the options).
+void Engine::adopt_limits(int peer_rank, std::span<const std::byte> bytes) {
+  ReceiveLimits limits;
+  std::memcpy(&limits, bytes.data(), sizeof limits);
+  PeerState& peer = peers_[static_cast<std::size_t>(peer_rank)];
+  std::size_t room = limits.receive_buffer_bytes > sizeof(MessageHeader) ? limits.receive_buffer_bytes - sizeof(MessageHeader) : 0;
+  peer.eager_limit = std::min(options_.eager_limit_bytes, room);
+  peer.send_credits = limits.eager_credits;
+  if (peer.eager_limit != options_.eager_limit_bytes || limits.eager_credits != options_.eager_credits)
+    log::warn("runtime",
+              "rank {} takes eager messages up to {} B and lends {} credits (this rank: {} B, {}); sends to it keep "
+              "to those: set TETHER_EAGER_LIMIT and TETHER_EAGER_CREDITS alike on every rank",
+              peer_rank, room, limits.eager_credits, options_.eager_limit_bytes, options_.eager_credits);
 }
 
 Status Engine::refuse(Errc code, std::string cause, std::string remedy) noexcept {

@@ -96,7 +96,9 @@ struct PeerState {
   std::uint64_t heard_count_seen = 0;  // at the last check
   std::chrono::steady_clock::time_point heard_at{};   // last check that saw a new message
   std::chrono::steady_clock::time_point probed_at{};  // probe outstanding while > heard_at
-  // Eager flow control (engine_credits.cpp).
+  // Eager flow control (engine_credits.cpp). The peer's own limits (ReceiveLimits, read
+  // when it is first reached) bound what this rank sends it.
+  std::size_t eager_limit = 0;      // largest eager payload its receive buffers hold
   std::uint32_t send_credits = 0;   // credits this rank may still spend at the peer
   bool credits_exhausted = false;   // said so in the log since they ran out
   std::uint32_t credits_lent = 0;   // the peer's messages here that spent a credit, not yet given back
@@ -105,14 +107,14 @@ struct PeerState {
 
 class Engine {
  public:
-  // Bytes of each posted receive buffer: the largest message that can arrive.
-  [[nodiscard]] std::size_t receive_buffer_bytes() const noexcept { return receive_buffer_bytes_; }
   Engine(std::unique_ptr<Bootstrap> bootstrap, std::unique_ptr<transport::Transport> transport,
          const EngineOptions& options);
   ~Engine();
   Expected<void> start();  // posts receive buffers, publishes the address
 
   [[nodiscard]] int rank() const noexcept { return rank_; }
+  // Bytes of each posted receive buffer: the largest message that can arrive.
+  [[nodiscard]] std::size_t receive_buffer_bytes() const noexcept { return receive_buffer_bytes_; }
   [[nodiscard]] int size() const noexcept { return size_; }
   [[nodiscard]] Bootstrap& bootstrap() noexcept { return *bootstrap_; }
   [[nodiscard]] transport::Transport& transport() noexcept { return *transport_; }
@@ -211,6 +213,7 @@ class Engine {
   void flush_backlog() noexcept;
   void drop_backlog_of_dead_peers() noexcept;
   Expected<transport::PeerIndex> resolve(int peer_rank);
+  void adopt_limits(int peer_rank, std::span<const std::byte> bytes);
 
   // Eager flow control (engine_credits.cpp).
   bool may_send_eager(int peer_rank, std::size_t bytes) noexcept;

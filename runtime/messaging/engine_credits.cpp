@@ -14,8 +14,8 @@
 namespace tether::messaging {
 
 bool Engine::may_send_eager(int peer_rank, std::size_t bytes) noexcept {
-  if (bytes > options_.eager_limit_bytes) return false;
   PeerState& peer = peers_[static_cast<std::size_t>(peer_rank)];
+  if (bytes > peer.eager_limit) return false;
   if (bytes == 0 || peer.send_credits > 0) return true;
   if (!peer.credits_exhausted) {
     peer.credits_exhausted = true;

@@ -183,6 +183,24 @@ TEST(MessagingPressureTest, FloodAndExhaustedPoolGiveClearErrorsAndEveryMessageA
   }
 }
 
+// Rank 1 starts with smaller receive buffers and fewer eager credits than rank 0: each
+// side reads the other's limits when it first reaches it, says so once, and keeps to them,
+// so every size from 0 B up arrives intact both ways (without it rank 0's 8 KiB eager
+// messages would be truncated in rank 1's buffers).
+TEST(MessagingLimitsTest, RanksWithDifferentEagerLimitsAndCreditsKeepToEachOthers) {
+  for (std::string transport : {"shm", "tcp"}) {
+    std::string script = std::string("if [ \"$PMIX_RANK\" = 1 ]; then export TETHER_EAGER_LIMIT=100 "
+                                     "TETHER_EAGER_CREDITS=3; fi; exec ") + MESSAGING_CHECK_PATH + " sizes";
+    Outcome outcome = run({TETHER_RUN_PATH, "-n", "2", "--timeout", "80s", "/bin/sh", "-c", script},
+                          environment_for({"sizes", 2, transport, "put"}), std::chrono::seconds(100));
+    EXPECT_EQ(outcome.exit_code, 0) << transport << "\n" << outcome.output;
+    for (const char* passed : {"rank 0: sizes passed", "rank 1: sizes passed"})
+      EXPECT_NE(outcome.output.find(passed), std::string::npos) << outcome.output;
+    EXPECT_NE(outcome.output.find("rank 1 takes eager messages up to 116 B and lends 3 credits"), std::string::npos)
+        << outcome.output;
+  }
+}
+
 TEST(MessagingFailureTest, DeadPeerFailsRequestsAndTheLauncherNamesIt) {
   Outcome outcome = run({TETHER_RUN_PATH, "-n", "3", "--timeout", "60s", MESSAGING_CHECK_PATH, "peer-death"}, {},
                         std::chrono::seconds(90));
