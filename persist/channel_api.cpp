@@ -2,17 +2,17 @@
 #include <thread>
 
 #include "persist/channel_registry.hpp"
+#include "runtime/base/yield.hpp"
 
 namespace tether {
 namespace {
 
 template <class Test>
 Status wait_until_done(Test&& test) noexcept {
-  constexpr unsigned kPollsBeforeYield = 64;  // ranks may outnumber cores: let the peer run
   for (unsigned polls = 1;; ++polls) {
     Status status = test();
     if (status != Status::posted) return status;
-    if (polls % kPollsBeforeYield == 0) std::this_thread::yield();
+    base::pause_while_waiting(polls);
   }
 }
 

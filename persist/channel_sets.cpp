@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "tether/persist.hpp"
+#include "runtime/base/yield.hpp"
 
 namespace tether {
 
@@ -21,7 +22,7 @@ Expected<void> wait_connected(std::span<SendChannel*> sends, std::span<ReceiveCh
       all_done = all_done && status == Status::done;
     }
     if (all_done) return {};
-    if (polls % 64 == 0) std::this_thread::yield();
+    base::pause_while_waiting(polls);
   }
 }
 
@@ -40,7 +41,7 @@ Status start_all(std::span<SendChannel*> channels, std::span<const std::size_t> 
       started[i] = 1;
       --left;
     }
-    if (left > 0 && rounds % 64 == 0) std::this_thread::yield();
+    if (left > 0) base::pause_while_waiting(rounds);
   }
   return Status::posted;
 }

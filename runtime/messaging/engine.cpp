@@ -1,6 +1,8 @@
 // The engine's frame: start-up, the command queue, progress, completions, test and wait.
 #include "runtime/messaging/engine.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstring>
 #include <array>
@@ -9,6 +11,7 @@
 
 #include "runtime/base/config.hpp"
 #include "runtime/base/log.hpp"
+#include "runtime/base/yield.hpp"
 
 namespace tether::messaging {
 namespace {
@@ -42,6 +45,7 @@ EngineOptions EngineOptions::from_config() {
   options.eager_credits = static_cast<std::uint32_t>(std::clamp<std::int64_t>(config.integer("TETHER_EAGER_CREDITS"), 0, 1 << 20));
   options.rendezvous_protocol = std::string(config.choice("TETHER_RNDV_PROTOCOL"));
   options.progress_thread = config.flag("TETHER_PROGRESS_THREAD");
+  options.yield = std::string(config.choice("TETHER_YIELD"));
   options.peer_timeout = config.duration("TETHER_PEER_TIMEOUT");
   options.remote_keys = key_scope(config.choice("TETHER_REMOTE_KEYS"));
   return options;
@@ -109,6 +113,7 @@ Expected<void> Engine::start() {
     if (!bootstrap_->peer_alive(peer)) note_death(peer, "it died before this rank started");
   auto published = bootstrap_->publish();
   if (!published) return published;
+  choose_yield();
   if (options_.progress_thread)
     progress_thread_ = std::thread([this] {
       while (!stopping_.load(std::memory_order_relaxed)) {
@@ -176,6 +181,20 @@ void Engine::adopt_limits(int peer_rank, std::span<const std::byte> bytes) {
               "rank {} takes eager messages up to {} B and lends {} credits (this rank: {} B, {}); sends to it keep "
               "to those: set TETHER_EAGER_LIMIT and TETHER_EAGER_CREDITS alike on every rank",
               peer_rank, room, limits.eager_credits, options_.eager_limit_bytes, options_.eager_credits);
+}
+
+// Oversubscribed (more ranks on this node than CPUs a rank may use): waiting loops yield
+// on every poll, so the rank a waiter waits for gets the core.
+void Engine::choose_yield() {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  int usable = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  auto local_ranks = static_cast<int>(bootstrap_->identity().local_peers.size());
+  bool every_poll = options_.yield == "on" || (options_.yield == "auto" && local_ranks > usable);
+  base::g_polls_per_yield.store(every_poll ? 1 : 64, std::memory_order_relaxed);
+  if (every_poll && options_.yield == "auto")
+    log::info("runtime", "{} ranks on this node share {} CPUs: waiting calls yield on every poll (TETHER_YIELD)",
+              local_ranks, usable);
 }
 
 Status Engine::refuse(Errc code, std::string cause, std::string remedy) noexcept {
@@ -297,11 +316,10 @@ Status Engine::test(Request& request, MessageInfo* info) noexcept {
 }
 
 Status Engine::wait(Request& request, MessageInfo* info) noexcept {
-  constexpr unsigned kPollsBeforeYield = 64;  // ranks may outnumber cores: let the peer run
   for (unsigned polls = 1;; ++polls) {
     Status status = test(request, info);
     if (status != Status::posted) return status;
-    if (polls % kPollsBeforeYield == 0) std::this_thread::yield();
+    base::pause_while_waiting(polls);
   }
 }
 

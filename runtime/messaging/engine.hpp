@@ -30,6 +30,7 @@ struct EngineOptions {
   std::uint32_t eager_credits = 64;  // per peer (engine_credits.cpp)
   std::string rendezvous_protocol = "auto";  // auto | put | get
   bool progress_thread = false;
+  std::string yield = "auto";  // auto | on | off (runtime/base/yield.hpp)
   std::chrono::nanoseconds peer_timeout{std::chrono::seconds(30)};  // 0: peers never time out
   transport::KeyScope remote_keys = transport::KeyScope::automatic;  // of pool memory handed to peers
 
@@ -214,6 +215,7 @@ class Engine {
   void drop_backlog_of_dead_peers() noexcept;
   Expected<transport::PeerIndex> resolve(int peer_rank);
   void adopt_limits(int peer_rank, std::span<const std::byte> bytes);
+  void choose_yield();
 
   // Eager flow control (engine_credits.cpp).
   bool may_send_eager(int peer_rank, std::size_t bytes) noexcept;
