@@ -12,6 +12,17 @@
 #include "persist/channel_registry.hpp"
 
 namespace tether::persist {
+namespace {
+
+// Writes a channel message's header (messaging::kChannelHeaderBytes) at `message`.
+void write_header(std::byte* message, int rank, int tag, std::size_t payload_bytes,
+                  const messaging::ChannelCarry& carry) noexcept {
+  auto header = messaging::make_header(messaging::MessageKind::channel, rank, tag, 0, payload_bytes);
+  std::memcpy(message, &header, sizeof(header));
+  std::memcpy(message + sizeof(header), &carry, sizeof(carry));
+}
+
+}  // namespace
 
 // Whether a send channel to `rank` may send messages (then its buffers get header room).
 bool ChannelRegistry::may_send_messages(int rank) {
@@ -49,10 +60,8 @@ Status ChannelRegistry::post_message(ChannelState& channel, std::uint64_t sequen
   auto credits = owing == nullptr ? 0U : static_cast<std::uint32_t>(owing->receive.unreported);
   messaging::ChannelCarry carry{encode({channel.peer_channel_id, slot, value}),
                                 owing == nullptr ? 0 : encode({owing->peer_channel_id, kCreditSlot, credits})};
-  auto header = messaging::make_header(messaging::MessageKind::channel, engine_.rank(), channel.shape.tag, 0, length);
   std::byte* message = channel.buffer_at(buffer) - messaging::kChannelHeaderBytes;
-  std::memcpy(message, &header, sizeof(header));
-  std::memcpy(message + sizeof(header), &carry, sizeof(carry));
+  write_header(message, engine_.rank(), channel.shape.tag, length, carry);
   transport::Transport& transport = engine_.transport();
   Status status = transport.send(channel.transport_peer, message, messaging::kChannelHeaderBytes + length,
                                  channel.descriptor, operation_context(channel.id, false, buffer));
@@ -77,10 +86,8 @@ void ChannelRegistry::send_credit_message(ChannelState& channel) noexcept {
   if (receive.credit_message_busy) return owe_credits(channel);
   auto credits = static_cast<std::uint32_t>(receive.unreported);
   messaging::ChannelCarry carry{0, encode({channel.peer_channel_id, kCreditSlot, credits})};
-  auto header = messaging::make_header(messaging::MessageKind::channel, engine_.rank(), channel.shape.tag, 0, 0);
   auto* message = reinterpret_cast<std::byte*>(channel.credit_word);
-  std::memcpy(message, &header, sizeof(header));
-  std::memcpy(message + sizeof(header), &carry, sizeof(carry));
+  write_header(message, engine_.rank(), channel.shape.tag, 0, carry);
   transport::Transport& transport = engine_.transport();
   Status status = transport.send(channel.transport_peer, message, messaging::kChannelHeaderBytes, nullptr,
                                  operation_context(channel.id, true, 0));
