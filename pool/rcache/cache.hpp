@@ -16,12 +16,34 @@
 
 namespace tether::rcache {
 
-// Entry::state: the reference count in the low 32 bits and two flags.
-inline constexpr std::uint64_t kRefMask = 0xffffffffULL;
-inline constexpr std::uint64_t kInvalid = 1ULL << 32;  // out of the index; dies at last release
-inline constexpr std::uint64_t kDead = 1ULL << 33;     // claimed for deregistration
-
 inline constexpr std::size_t kPageBytes = 4096;
+
+// Entry::state: flags only. References are counted apart, per thread (below).
+inline constexpr std::uint64_t kInvalid = 1ULL << 32;   // out of the index; dies at last release
+inline constexpr std::uint64_t kDead = 1ULL << 33;      // claimed for deregistration
+inline constexpr std::uint64_t kEvicting = 1ULL << 34;  // references being counted by eviction
+inline constexpr std::uint64_t kUnclaimable = kInvalid | kDead | kEvicting;
+
+// References: a thread counts the ones it takes and drops in its own row (its own cache
+// lines), so two threads hitting the same entries never write a shared line. A handle
+// released on another thread leaves -1 in that thread's row: only the sum over rows
+// means anything. Taking a reference is "add to my row, then read the flags"; claiming an
+// entry is "set a flag, fence_against_references(), then sum the rows", so either the
+// taker sees the flag or the claimer sees the reference. A thread owning its row adds
+// with a plain load and store (the claimer's membarrier fences it); threads beyond
+// kRefSlots - 1, or any thread where membarrier is missing, share the last row and add
+// with a locked instruction (ref_slots.cpp).
+inline constexpr std::size_t kRefSlots = 16;
+inline constexpr std::size_t kEntriesPerBlock = 256;
+using RefCount = std::atomic<std::int32_t>;
+inline constexpr std::size_t kNoRefSlot = ~std::size_t{0};
+struct RefSlot {
+  std::size_t offset = kNoRefSlot;  // row * kEntriesPerBlock
+  bool shared = true;
+};
+extern constinit __attribute__((tls_model("initial-exec"))) thread_local RefSlot t_ref_slot;
+RefSlot assign_ref_slot() noexcept;
+void fence_against_references() noexcept;
 
 // One cache line: what the hit path touches. The registrations live in a block of their
 // own (registrations_per_entry of them), so 100,000 entries stay cache-friendly.
@@ -30,7 +52,6 @@ struct alignas(64) Entry {
   std::uintptr_t end = 0;
   std::atomic<std::uint64_t> state{kInvalid | kDead};
   std::atomic<std::uint64_t> last_used{0};
-  std::atomic<std::uint64_t> hits{0};  // racy count (relaxed load + store): no locked op
   Registration* registrations = nullptr;
   Entry* next_retired = nullptr;
   Access access = Access::all;
@@ -39,6 +60,41 @@ struct alignas(64) Entry {
 };
 static_assert(sizeof(Entry) == 64);
 static_assert(std::is_trivially_destructible_v<Entry>);  // entries live in HugeChunks
+
+// Entries come in blocks: 256 entries, then their reference counts, one row of 256 per
+// slot. A count's address follows from its entry's, so the hit path can fetch both lines
+// at once.
+inline constexpr std::size_t kEntryRowsBytes = kEntriesPerBlock * sizeof(Entry);
+inline constexpr std::size_t kEntryBlockBytes = 2 * kEntryRowsBytes;
+static_assert(kRefSlots * kEntriesPerBlock * sizeof(RefCount) == kEntryRowsBytes);
+
+inline RefCount* ref_column(const Entry& entry) noexcept {
+  auto address = reinterpret_cast<std::uintptr_t>(&entry);
+  std::uintptr_t block = address & ~(kEntryBlockBytes - 1);
+  return reinterpret_cast<RefCount*>(block + kEntryRowsBytes) + (address - block) / sizeof(Entry);
+}
+
+inline void add_ref(const Entry& entry, std::int32_t delta) noexcept {
+  RefSlot slot = t_ref_slot;
+  if (slot.offset == kNoRefSlot) [[unlikely]]
+    slot = assign_ref_slot();
+  RefCount& count = ref_column(entry)[slot.offset];
+  if (slot.shared) {
+    count.fetch_add(delta);  // a full fence too
+    return;
+  }
+  count.store(count.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);  // the flags are read after the add
+}
+
+// The sum over rows; a caller that did not just set a flag fences first.
+inline std::int64_t total_refs(const Entry& entry) noexcept {
+  RefCount* column = ref_column(entry);
+  std::int64_t sum = 0;
+  for (std::size_t slot = 0; slot < kRefSlots; ++slot) sum += column[slot * kEntriesPerBlock].load();
+  return sum;
+}
+
 inline constexpr std::uint8_t kSharedHead = 1;
 inline constexpr std::uint8_t kSharedTail = 2;
 
@@ -121,7 +177,12 @@ class Cache {
   std::size_t evict_idle(std::size_t count_wanted, std::size_t bytes_wanted);
   void publish(Entry* entry);
 
-  // Retirement and invalidation (rcache_retire.cpp).
+  // References, retirement and invalidation (rcache_retire.cpp).
+  void drop_reference(Entry* entry) noexcept;
+  bool claim_if_unreferenced(Entry* entry) noexcept;
+  bool claim_if_idle(Entry* entry) noexcept;  // miss_mutex_ held
+  static bool claim(Entry* entry, std::uint64_t state) noexcept;
+  bool mark_invalid(Entry* entry) noexcept;
   void retire(Entry* entry) noexcept;
   void push_retired(Entry* entry) noexcept;
   void drain_retired() noexcept;
@@ -144,13 +205,15 @@ class Cache {
   std::size_t held_bytes_ = 0;
   std::atomic<Entry*> retired_{nullptr};        // lock-free stack of entries to deregister
   std::vector<Entry*> spare_entries_;           // recycled: entries are never freed while in use
-  HugeChunks entry_memory_;                                          // entries, kEntriesPerBlock at a time
+  HugeChunks entry_memory_;  // blocks of kEntriesPerBlock entries and their counts, kEntryBlockBytes apart
   std::vector<std::unique_ptr<Registration[]>> registration_blocks_;  // and their registrations
-  static constexpr std::size_t kEntriesPerBlock = 256;
-  std::uint64_t retired_hits_ = 0;
   std::vector<Interval> fork_runs_;             // made forkable for the duration of a fork()
   alignas(64) std::atomic<std::uint64_t> clock_{1};  // read on every release: own line
   alignas(64) char clock_padding_[1] = {};
+  struct alignas(64) HitCount {
+    std::atomic<std::uint64_t> value{0};  // racy (relaxed load + store) where threads share a slot
+  };
+  HitCount hits_[kRefSlots];
 
   SpinLock pending_lock_;
   static constexpr std::size_t kPendingSlots = 256;

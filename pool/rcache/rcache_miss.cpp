@@ -126,11 +126,12 @@ Expected<Entry*> Cache::register_entry(std::uintptr_t start, std::uintptr_t end,
   stat_entries_.store(held_count_, std::memory_order_relaxed);
   stat_bytes_.store(held_bytes_, std::memory_order_relaxed);
   clock_.fetch_add(1, std::memory_order_relaxed);
+  add_ref(*entry, 1);  // the caller's reference
   if (uncached) {
     uncached_.fetch_add(1, std::memory_order_relaxed);
-    entry->state.store(kInvalid | 1, std::memory_order_release);  // dies at its release
+    entry->state.store(kInvalid);  // dies at its release
   } else {
-    entry->state.store(1, std::memory_order_release);  // the caller's reference; claimable now
+    entry->state.store(0);  // claimable now
     publish(entry);
   }
   return entry;
@@ -195,8 +196,7 @@ bool Cache::recover_already_registered(std::uintptr_t start) {
   auto [first, last] = registered_.equal_range(start);
   for (auto it = first; it != last; ++it) {
     Entry* stale = it->second;
-    std::uint64_t idle = stale->state.load(std::memory_order_relaxed) & kInvalid;
-    if (!stale->state.compare_exchange_strong(idle, idle | kInvalid | kDead)) continue;
+    if (!claim_if_idle(stale)) continue;
     remove_from_index(stale);
     evictions_.fetch_add(1, std::memory_order_relaxed);
     Entry* victims[] = {stale};
@@ -211,7 +211,7 @@ bool Cache::recover_already_registered(std::uintptr_t start) {
 std::size_t Cache::evict_idle(std::size_t count_wanted, std::size_t bytes_wanted) {
   std::vector<Entry*> idle;
   for (auto& [start, entry] : registered_) {
-    if (entry->state.load(std::memory_order_relaxed) == 0) idle.push_back(entry);
+    if (entry->state.load(std::memory_order_relaxed) == 0 && total_refs(*entry) == 0) idle.push_back(entry);
   }
   std::sort(idle.begin(), idle.end(), [](const Entry* a, const Entry* b) {
     return a->last_used.load(std::memory_order_relaxed) < b->last_used.load(std::memory_order_relaxed);
@@ -222,8 +222,7 @@ std::size_t Cache::evict_idle(std::size_t count_wanted, std::size_t bytes_wanted
   std::vector<Entry*> victims;
   for (Entry* entry : idle) {
     if (victims.size() >= count_wanted + slack && bytes >= bytes_wanted) break;
-    std::uint64_t expected = 0;
-    if (!entry->state.compare_exchange_strong(expected, kInvalid | kDead)) continue;  // hit meanwhile
+    if (!claim_if_idle(entry)) continue;  // hit meanwhile
     remove_from_index(entry);
     bytes += entry->length();
     victims.push_back(entry);
@@ -237,8 +236,13 @@ std::size_t Cache::evict_idle(std::size_t count_wanted, std::size_t bytes_wanted
 Entry* Cache::new_entry(std::uintptr_t start, std::uintptr_t end, Access access) {
   if (spare_entries_.empty()) {  // a new block of entries, each with its registrations
     std::size_t per_entry = registrars_.size();
-    auto* block = static_cast<Entry*>(entry_memory_.take(kEntriesPerBlock * sizeof(Entry)));
+    // Every take is kEntryBlockBytes from 2 MiB-aligned chunks, so each block is aligned
+    // to its size, as ref_column() assumes.
+    static_assert(HugeChunks::kChunkBytes % kEntryBlockBytes == 0);
+    auto* block = static_cast<Entry*>(entry_memory_.take(kEntryBlockBytes));
     if (block == nullptr) throw std::bad_alloc();
+    auto* refs = reinterpret_cast<RefCount*>(reinterpret_cast<char*>(block) + kEntryRowsBytes);
+    for (std::size_t i = 0; i < kRefSlots * kEntriesPerBlock; ++i) new (&refs[i]) RefCount{0};
     registration_blocks_.push_back(std::make_unique<Registration[]>(kEntriesPerBlock * per_entry));
     for (std::size_t i = kEntriesPerBlock; i-- > 0;) {
       Entry* made = new (&block[i]) Entry{};  // trivially destructible: the chunks just go
@@ -251,7 +255,6 @@ Entry* Cache::new_entry(std::uintptr_t start, std::uintptr_t end, Access access)
   entry->start = start;
   entry->end = end;
   entry->access = access;
-  entry->hits.store(0, std::memory_order_relaxed);
   entry->fork_shared = kSharedHead | kSharedTail;  // nothing DONTFORK until exclude_from_fork
   entry->last_used.store(clock_.load(std::memory_order_relaxed), std::memory_order_relaxed);
   std::fill(entry->registrations, entry->registrations + registrars_.size(), Registration{});

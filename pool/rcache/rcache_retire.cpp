@@ -44,17 +44,67 @@ void Cache::push_retired(Entry* entry) noexcept {
   } while (!retired_.compare_exchange_weak(head, entry, std::memory_order_release, std::memory_order_relaxed));
 }
 
-void Cache::retire(Entry* entry) noexcept {
-  std::uint64_t idle = kInvalid;
-  if (!options_.leave_pinned || (entry->state.load() & kInvalid) == 0) {
-    // Leave-pinned off: the last release of a valid entry deregisters it.
-    std::uint64_t valid_idle = 0;
-    if (entry->state.compare_exchange_strong(valid_idle, kInvalid | kDead)) {
-      remove_from_index(entry);
-      idle = kInvalid | kDead;  // claimed
-    }
+// A dropped reference may be the last one of an invalid entry (claim and retire it), or,
+// with leave-pinned off, of a valid one (take it out of use).
+void Cache::drop_reference(Entry* entry) noexcept {
+  add_ref(*entry, -1);
+  std::uint64_t state = entry->state.load();
+  if ((state & kDead) != 0) return;
+  if ((state & kInvalid) != 0) {
+    if (claim_if_unreferenced(entry)) retire(entry);
+    return;
   }
-  if (idle != (kInvalid | kDead) && !entry->state.compare_exchange_strong(idle, kInvalid | kDead)) return;
+  if (!options_.leave_pinned && (state & kEvicting) == 0 && total_refs(*entry) == 0) mark_invalid(entry);  // a hint: mark_invalid decides
+}
+
+// Claims an invalid entry that no reference holds any more (false when one does, or when
+// another thread claimed it first).
+bool Cache::claim_if_unreferenced(Entry* entry) noexcept {
+  std::uint64_t state = entry->state.load();
+  if ((state & kInvalid) == 0) return false;
+  fence_against_references();  // a reference granted before the flag may not be visible yet
+  if (total_refs(*entry) != 0) return false;
+  return claim(entry, state);
+}
+
+// Claims an entry that nobody references, valid or not (miss path: nothing recycles
+// entries meanwhile). A valid one is marked kEvicting first, so that no reference is
+// granted while the slots are summed; found in use, it is left as it was.
+bool Cache::claim_if_idle(Entry* entry) noexcept {
+  std::uint64_t state = entry->state.load();
+  if ((state & (kDead | kEvicting)) != 0 || total_refs(*entry) != 0) return false;  // in use already
+  if ((state & kInvalid) != 0) return claim_if_unreferenced(entry);
+  if (!entry->state.compare_exchange_strong(state, state | kEvicting)) return false;
+  fence_against_references();
+  if (total_refs(*entry) != 0) {
+    entry->state.fetch_and(~kEvicting);
+    return false;
+  }
+  return claim(entry, state | kEvicting);
+}
+
+bool Cache::claim(Entry* entry, std::uint64_t state) noexcept {
+  while ((state & kDead) == 0) {
+    if (entry->state.compare_exchange_weak(state, kInvalid | kDead)) return true;
+  }
+  return false;
+}
+
+// Takes `entry` out of the index for good; its last reference then claims it. A reference
+// is held meanwhile, so it is not recycled while its slots are cleared. False when it was
+// invalid already (someone else owns its removal).
+bool Cache::mark_invalid(Entry* entry) noexcept {
+  add_ref(*entry, 1);
+  std::uint64_t state = entry->state.load();
+  bool marked = false;
+  while ((state & kInvalid) == 0 && !marked) marked = entry->state.compare_exchange_weak(state, state | kInvalid);
+  if (marked) remove_from_index(entry);
+  drop_reference(entry);
+  return marked;
+}
+
+// Queues a claimed entry for deregistration, done now when the miss mutex is free.
+void Cache::retire(Entry* entry) noexcept {
   push_retired(entry);
   if (CriticalSection::active() || MissPath::held()) return;
   std::unique_lock guard(miss_mutex_, std::try_to_lock);
@@ -105,7 +155,6 @@ void Cache::destroy(std::span<Entry* const> victims) noexcept {
     }
   }
   for (Entry* entry : victims) {
-    retired_hits_ += entry->hits.load(std::memory_order_relaxed);
     entry->state.store(kInvalid | kDead, std::memory_order_release);
     spare_entries_.push_back(entry);
   }
@@ -190,17 +239,7 @@ void Cache::invalidate_now(std::uintptr_t start, std::uintptr_t end) noexcept {
 // The caller found `entry` in a slot; it may have been recycled since, in which case
 // invalidating it is merely early (never wrong: invalid entries are only re-registered).
 void Cache::invalidate_entry(Entry* entry) noexcept {
-  // Mark it and take a reference in one step, so that it cannot be recycled while its
-  // slots are cleared.
-  std::uint64_t state = entry->state.load(std::memory_order_relaxed);
-  do {
-    if ((state & kInvalid) != 0) return;  // someone else owns its removal
-  } while (!entry->state.compare_exchange_weak(state, (state | kInvalid) + 1, std::memory_order_acq_rel));
-  invalidations_.fetch_add(1, std::memory_order_relaxed);
-  remove_from_index(entry);
-  std::uint64_t before = entry->state.fetch_sub(1, std::memory_order_acq_rel);
-  std::uint64_t idle = kInvalid;
-  if ((before & kRefMask) == 1 && entry->state.compare_exchange_strong(idle, kInvalid | kDead)) push_retired(entry);
+  if (mark_invalid(entry)) invalidations_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Cache::queue_pending(std::uintptr_t start, std::uintptr_t end) noexcept {
@@ -231,7 +270,7 @@ void Cache::prepare_fork() noexcept {
   miss_mutex_.lock();  // held across fork(): no registration changes meanwhile
   fork_runs_.clear();
   for (const auto& [start, entry] : registered_) {
-    if (entry->state.load(std::memory_order_acquire) != 0) continue;  // in use, or dying
+    if (entry->state.load() != 0 || total_refs(*entry) != 0) continue;  // in use, or dying
     Interval range = dontfork_range(*entry);
     if (range.start == range.end) continue;
     if (!fork_runs_.empty() && fork_runs_.back().end == range.start) {

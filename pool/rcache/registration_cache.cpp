@@ -78,23 +78,26 @@ Cache::~Cache() {
 }
 
 
-// Lock-free: the entry may be retired and recycled between the lookup and the CAS, so
-// after taking the reference the slot and the range are checked again.
+// Lock-free: the entry may be retired and recycled between the lookup and the reference,
+// so after taking it the slot and the range are checked again.
 Entry* Cache::take_hit(std::uintptr_t address, Access access) noexcept {
   Entry* entry = table_.find(address);
   if (entry == nullptr) return nullptr;
-  std::uint64_t state = entry->state.load(std::memory_order_relaxed);
-  do {
-    if ((state & (kInvalid | kDead)) != 0) return nullptr;
-  } while (!entry->state.compare_exchange_weak(state, state + 1, std::memory_order_acquire));
+  __builtin_prefetch(entry);  // fetched alongside the count's line below
+  add_ref(*entry, 1);
+  if ((entry->state.load() & kUnclaimable) != 0) {
+    drop_reference(entry);
+    return nullptr;
+  }
   auto wanted = static_cast<std::uint32_t>(access);
   bool covers = entry->start <= address && address < entry->end &&
                 (static_cast<std::uint32_t>(entry->access) & wanted) == wanted;
   if (!covers || table_.find(address) != entry) {
-    release(entry);
+    drop_reference(entry);
     return nullptr;
   }
-  entry->hits.store(entry->hits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  auto& hits = hits_[t_ref_slot.offset / kEntriesPerBlock].value;
+  hits.store(hits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   return entry;
 }
 
@@ -132,12 +135,14 @@ Expected<RcacheHandle> Cache::acquire(const void* address, std::size_t length, A
   return result;
 }
 
+// The LRU stamp is written only when it changed (a miss advances the clock), so hits on
+// entries another thread also uses leave their line shared.
 void Cache::release(Entry* entry) noexcept {
-  if (options_.leave_pinned)
-    entry->last_used.store(clock_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  std::uint64_t before = entry->state.fetch_sub(1, std::memory_order_acq_rel);
-  if ((before & kRefMask) != 1) return;
-  if ((before & kInvalid) != 0 || !options_.leave_pinned) retire(entry);
+  if (options_.leave_pinned) {
+    std::uint64_t now = clock_.load(std::memory_order_relaxed);
+    if (entry->last_used.load(std::memory_order_relaxed) != now) entry->last_used.store(now, std::memory_order_relaxed);
+  }
+  drop_reference(entry);
 }
 
 RcacheStats Cache::stats() const noexcept {
@@ -155,10 +160,9 @@ RcacheStats Cache::stats() const noexcept {
   stats.bytes_held = stat_bytes_.load(std::memory_order_relaxed);
   auto* self = const_cast<Cache*>(this);
   std::lock_guard guard(self->miss_mutex_);
-  stats.hits = retired_hits_;
+  for (const HitCount& count : hits_) stats.hits += count.value.load(std::memory_order_relaxed);
   for (const auto& [start, entry] : registered_) {
-    stats.hits += entry->hits.load(std::memory_order_relaxed);
-    if ((entry->state.load(std::memory_order_relaxed) & kRefMask) != 0) ++stats.entries_in_use;
+    if (total_refs(*entry) != 0) ++stats.entries_in_use;
   }
   return stats;
 }

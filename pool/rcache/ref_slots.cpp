@@ -1,0 +1,72 @@
+// Reference slots: which row of counts a thread writes, and the fence a claimer issues
+// between setting a flag and summing the rows.
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "pool/rcache/cache.hpp"
+
+namespace tether::rcache {
+namespace {
+
+constexpr std::size_t kSharedRow = kRefSlots - 1;
+std::atomic<std::uint32_t> g_rows_taken{0};
+
+long membarrier(int command) noexcept { return ::syscall(SYS_membarrier, command, 0, 0); }
+
+// Rows may be written without a locked instruction only when a claimer can fence every
+// running thread of the process (membarrier, Linux 4.14).
+bool asymmetric_fences() noexcept {
+  static const bool registered = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+  return registered;
+}
+
+constexpr RefSlot kShared{kSharedRow * kEntriesPerBlock, true};
+
+// Gives the thread's row back when it exits. Later releases on this thread (other
+// thread_local destructors) go to the shared row.
+struct RowOwner {
+  std::uint32_t bit = 0;
+  ~RowOwner() {
+    t_ref_slot = kShared;
+    g_rows_taken.fetch_and(~bit, std::memory_order_release);
+  }
+};
+
+}  // namespace
+
+constinit __attribute__((tls_model("initial-exec"))) thread_local RefSlot t_ref_slot;
+
+RefSlot assign_ref_slot() noexcept {
+  t_ref_slot = kShared;
+  if (!asymmetric_fences()) return t_ref_slot;
+  std::uint32_t taken = g_rows_taken.load(std::memory_order_relaxed);
+  for (std::size_t row = 0; row < kSharedRow; ++row) {
+    std::uint32_t bit = 1U << row;
+    if ((taken & bit) != 0) continue;
+    taken = g_rows_taken.fetch_or(bit, std::memory_order_acquire);
+    if ((taken & bit) != 0) continue;  // another thread took it first
+    thread_local RowOwner owner;
+    owner.bit = bit;
+    t_ref_slot = RefSlot{row * kEntriesPerBlock, false};
+    break;
+  }
+  return t_ref_slot;
+}
+
+// After a claimer's flag store and before it sums: every thread that added to its own row
+// without a locked instruction has either made the add visible or will see the flag.
+void fence_against_references() noexcept {
+  if (asymmetric_fences()) {
+    if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return;
+    // A forked child inherits the rows but maybe not the registration: register again.
+    if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
+        membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
+      return;
+  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+}  // namespace tether::rcache
