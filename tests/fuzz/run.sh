@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang, -DTETHER_FUZZ=ON) in DIR (default build/fuzz) and
-# runs each for TETHER_FUZZ_SECONDS (default 20) from its seed corpus, with a fixed
+# runs each for TETHER_FUZZ_SECONDS (default 10) from its seed corpus, with a fixed
 # seed. Exits non-zero if the build fails or any target finds a crash, a sanitizer
 # report or a broken invariant; the failing input is left in DIR/artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir=${1:-build/fuzz}
-seconds=${TETHER_FUZZ_SECONDS:-20}
+seconds=${TETHER_FUZZ_SECONDS:-10}
 targets=(tether-fuzz-wire tether-fuzz-channel-hello tether-fuzz-channel-notification
          tether-fuzz-hybrid-address tether-fuzz-remote-buffer tether-fuzz-shm-mailbox)
 
