@@ -159,6 +159,19 @@ TEST(MessagingHybridTest, PeersOnTheSameNodeUseSharedMemoryAndTheOthersTheNetwor
   }
 }
 
+// TETHER_SHM=off: two ranks on one node reach each other over the network transport, and
+// the sizes still arrive intact (how shared memory is compared with the network path).
+TEST(MessagingHybridTest, ShmOffSendsToRanksOnTheSameNodeOverTheNetwork) {
+  Outcome outcome = run({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", MESSAGING_CHECK_PATH, "sizes"},
+                        {"TETHER_LOG_LEVEL=info", "TETHER_SHM=off", "TETHER_OFI_DOMAIN=lo"}, std::chrono::seconds(90));
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.output;
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_NE(outcome.output.find(fmt_route(rank, rank ^ 1, "ofi:tcp;ofi_rxm:lo")), std::string::npos) << outcome.output;
+    EXPECT_NE(outcome.output.find("rank " + std::to_string(rank) + ": sizes passed"), std::string::npos);
+  }
+  EXPECT_EQ(outcome.output.find("shm-own"), std::string::npos) << outcome.output;
+}
+
 // A flood past TETHER_EAGER_CREDITS and an exhausted pool: the sender says its credits
 // ran out and sends the rest by rendezvous, a clear out-of-memory error on the one send
 // that needed pool memory, every other message delivered intact (tether-messaging-check

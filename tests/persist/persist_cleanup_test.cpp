@@ -37,6 +37,16 @@ TEST(PersistCleanupTest, KilledRankFailsTheChannelAndLeavesNothingBehind) {
   EXPECT_EQ(dev_shm_names(), before) << "names left in /dev/shm";
 }
 
+// A job that ends normally, with channels and messages between 3 ranks, leaves nothing
+// either (and tether-run's private directory is gone: TetherRunFailure checks that).
+TEST(PersistCleanupTest, NormalExitLeavesNothingBehind) {
+  auto before = dev_shm_names();
+  auto outcome = tether::testing::run({TETHER_RUN_PATH, "-n", "3", "--timeout", "60s", PERSIST_CHECK_PATH, "fan-in"},
+                                      kOwnShm, 90s);
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_EQ(dev_shm_names(), before) << "names left in /dev/shm";
+}
+
 TEST(PersistCleanupTest, InterruptedLauncherLeavesNothingBehind) {
   auto before = dev_shm_names();
   tether::testing::Subprocess job({TETHER_RUN_PATH, "-n", "3", PERSIST_CHECK_PATH, "fan-in", "100000000"},
