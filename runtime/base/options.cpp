@@ -84,6 +84,9 @@ constexpr Option kOptions[] = {
     {"TETHER_RNDV_PROTOCOL", "auto", Kind::choice,
      "Rendezvous: put (receiver sends CTS, sender writes) or get (receiver reads); auto is put",
      "auto|put|get"},
+    {"TETHER_INJECT_MEMLOCK_FAILURE", "0", Kind::boolean,
+     "Fault injection, for tests: registering user memory (buffers outside the pool) for a rendezvous fails as "
+     "if the locked-memory limit were reached; the peer's send is refused with the same error"},
     {"TETHER_RNDV_CHUNK", "2M", Kind::size, "Rendezvous transfers move in RMA operations of at most this size"},
     {"TETHER_PROGRESS_THREAD", "off", Kind::boolean, "Run a thread that drives progress continuously"},
     {"TETHER_YIELD", "auto", Kind::choice,

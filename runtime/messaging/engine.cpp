@@ -48,6 +48,7 @@ EngineOptions EngineOptions::from_config() {
   options.yield = std::string(config.choice("TETHER_YIELD"));
   options.peer_timeout = config.duration("TETHER_PEER_TIMEOUT");
   options.remote_keys = key_scope(config.choice("TETHER_REMOTE_KEYS"));
+  options.inject_memlock_failure = config.flag("TETHER_INJECT_MEMLOCK_FAILURE");
   return options;
 }
 

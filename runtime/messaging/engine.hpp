@@ -33,6 +33,7 @@ struct EngineOptions {
   std::string yield = "auto";  // auto | on | off (runtime/base/yield.hpp)
   std::chrono::nanoseconds peer_timeout{std::chrono::seconds(30)};  // 0: peers never time out
   transport::KeyScope remote_keys = transport::KeyScope::automatic;  // of pool memory handed to peers
+  bool inject_memlock_failure = false;  // TETHER_INJECT_MEMLOCK_FAILURE (user_registrar())
 
   static EngineOptions from_config();
 };
@@ -238,6 +239,7 @@ class Engine {
 
   // Rendezvous (engine_rendezvous.cpp).
   void answer_rts(RequestSlot* receive, const MessageHeader& header, const RendezvousRequest& rts) noexcept;
+  void refuse_rendezvous(RequestSlot* receive, const MessageHeader& header, Errc error) noexcept;
   void on_cts(const DecodedMessage& message) noexcept;
   void on_fin(const DecodedMessage& message) noexcept;
   void finish_get(RequestSlot* receive) noexcept;
@@ -254,6 +256,7 @@ class Engine {
                                                        std::size_t bytes);
   const Registration* expose_cached(RequestSlot* slot, void* buffer, std::size_t bytes) noexcept;
   RegistrationCache* user_cache() noexcept;
+  Registrar& user_registrar() noexcept;  // the transport's, or TETHER_INJECT_MEMLOCK_FAILURE's
   void unexpose(RequestSlot* slot) noexcept;
   void* descriptor_of(RequestSlot* slot, const void* buffer) noexcept;
   RendezvousProtocol choose_protocol() const noexcept;

@@ -5,6 +5,7 @@
 
 #include "runtime/base/log.hpp"
 #include "runtime/messaging/engine.hpp"
+#include "runtime/messaging/memlock_failure_injection.hpp"
 
 namespace tether::messaging {
 namespace {
@@ -42,7 +43,7 @@ Expected<transport::RemoteBuffer> Engine::expose_user_buffer(RequestSlot* slot, 
                                                              void* buffer, std::size_t bytes) {
   if (const Registration* cached = expose_cached(slot, buffer, bytes))
     return transport_->describe_for(peer, *cached, buffer, bytes);
-  auto registration = transport::register_pages(transport_->registrar(), buffer, bytes);
+  auto registration = transport::register_pages(user_registrar(), buffer, bytes);
   if (!registration) return tl::unexpected(registration.error());
   slot->registration = *registration;
   slot->registered = true;
@@ -65,11 +66,17 @@ const Registration* Engine::expose_cached(RequestSlot* slot, void* buffer, std::
   return &slot->cached.segment(0).registrations[0];
 }
 
+Registrar& Engine::user_registrar() noexcept {
+  if (!options_.inject_memlock_failure) return transport_->registrar();
+  static MemlockFailureInjectingRegistrar failing;
+  return failing;
+}
+
 RegistrationCache* Engine::user_cache() noexcept {
   if (user_cache_ || user_cache_unavailable_) return user_cache_.get();
   user_cache_unavailable_ = true;
   auto monitor = rcache_start_monitor();
-  Registrar* registrars[] = {&transport_->registrar()};
+  Registrar* registrars[] = {&user_registrar()};
   auto cache = monitor ? RegistrationCache::create(registrars, RcacheOptions::from_config())
                        : Expected<std::unique_ptr<RegistrationCache>>(tl::unexpected(monitor.error()));
   if (!cache) {
@@ -85,7 +92,7 @@ void Engine::unexpose(RequestSlot* slot) noexcept {
   slot->pool_key.release();  // TETHER_REMOTE_KEYS=exact: the peer's key stops working here
   slot->cached.release();
   if (!slot->registered) return;
-  transport_->registrar().deregister(slot->registration);
+  user_registrar().deregister(slot->registration);
   slot->registered = false;
 }
 
@@ -112,6 +119,7 @@ void Engine::answer_rts(RequestSlot* receive, const MessageHeader& header, const
                          : tl::unexpected(resolved.error());
   if (!target) {
     log::error("runtime", "rendezvous from rank {} cannot land: {}", source, target.error().message());
+    if (resolved) refuse_rendezvous(receive, header, target.error().code);
     return complete(receive, target.error().code);
   }
   if (rts.protocol == RendezvousProtocol::get) {
@@ -129,12 +137,32 @@ void Engine::answer_rts(RequestSlot* receive, const MessageHeader& header, const
   if (receive->chunks_left == 0) finish_receive(receive);
 }
 
+// Tells the sender its message cannot land here, so its send fails with `error` instead of
+// waiting for a CTS that never comes.
+void Engine::refuse_rendezvous(RequestSlot* receive, const MessageHeader& header, Errc error) noexcept {
+  struct {
+    MessageHeader header;
+    ClearToSend body;
+  } message{make_header(MessageKind::cts, rank_, header.tag, 0, header.message_bytes),
+            ClearToSend{receive->peer_request, requests_.id_of(receive), transport::RemoteBuffer{}, 0,
+                        static_cast<std::uint64_t>(error)}};
+  message.header.flags = kRefused;
+  if (!post_control(receive->peer, &message, sizeof message))
+    log::error("runtime", "could not tell rank {} that its message cannot land; its send waits", receive->peer);
+}
+
 void Engine::on_cts(const DecodedMessage& message) noexcept {
   RequestSlot* send = requests_.find(message.cts.sender_request);
   int source = static_cast<int>(message.header.source_rank);
   if (send == nullptr || send->kind != RequestKind::send || send->peer != source) {
     log::error("runtime", "dropped a CTS from rank {} for a send that is not in flight", source);
     return;
+  }
+  if ((message.header.flags & kRefused) != 0) {
+    auto error = static_cast<Errc>(message.cts.chunk_bytes);
+    log::error("runtime", "rank {} refused the {}-byte message with tag {}: {} (its log says why)", source,
+               send->buffer_bytes, send->tag, errc_name(error));
+    return complete(send, error);
   }
   if (message.cts.bytes_to_write > send->buffer_bytes || message.cts.chunk_bytes > options_.chunk_bytes) {
     log::error("runtime", "CTS from rank {} asks for {} bytes in {}-byte chunks of a {}-byte send", source,

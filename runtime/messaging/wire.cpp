@@ -54,8 +54,12 @@ Expected<void> check_body(const DecodedMessage& message) {
     if (carry.notification == 0 && (carry.credits == 0 || message.header.message_bytes != 0))
       return malformed("a channel message without a notification carries a payload or nothing at all");
   }
-  if ((message.header.flags & ~kUsesCredit) != 0)
+  if ((message.header.flags & ~(kUsesCredit | kRefused)) != 0)
     return malformed(fmt::format("unknown header flags {:#x}", message.header.flags));
+  if ((message.header.flags & kRefused) != 0 &&
+      (message.header.kind != MessageKind::cts || message.cts.bytes_to_write != 0 ||
+       message.cts.chunk_bytes == 0 || message.cts.chunk_bytes > static_cast<std::uint64_t>(Errc::config)))
+    return malformed("a refusal that is not a cts with nothing to write and a known error code");
   if ((message.header.flags & kUsesCredit) != 0 &&
       (message.header.kind != MessageKind::eager || message.header.message_bytes == 0))
     return malformed("a credit spent by a message without an eager payload");

@@ -41,6 +41,10 @@ static_assert(sizeof(MessageHeader) == 32);
 // An eager message with a payload spends one of the credits its destination lent; the
 // destination gives it back once a receive took the message (engine_credits.cpp).
 inline constexpr std::uint32_t kUsesCredit = 1;
+// On a cts only: the receiver cannot land the message (its buffer could not be exposed).
+// Nothing is to be written (bytes_to_write 0); chunk_bytes carries the receiver's Errc,
+// and the sender's request fails with it.
+inline constexpr std::uint32_t kRefused = 2;
 
 // Identifies a request on the side that owns it: slot index and generation.
 struct RequestId {

@@ -278,6 +278,49 @@ void pressure(Runtime& runtime) {
   CHECK(runtime.barrier().has_value(), "barrier");
 }
 
+// Rank 0 runs with TETHER_INJECT_MEMLOCK_FAILURE=1: user memory cannot be registered there.
+// Rank 1's rendezvous into rank 0's malloc'd buffer fails on both sides with memlock_limit
+// and leaves that buffer untouched; the same message into rank 0's pool memory arrives,
+// and rank 2's exchange with rank 0 goes on as if nothing happened.
+void memlock_refused(Runtime& runtime) {
+  CHECK(runtime.size() == 3, "memlock-refused runs on 3 ranks, not {}", runtime.size());
+  constexpr std::size_t kBytes = std::size_t{1} << 20;
+  std::vector<std::byte> expected(kBytes);
+  if (runtime.rank() == 0) {
+    std::vector<std::byte> user(kBytes, std::byte{0x5a});
+    Request refused;
+    CHECK(runtime.irecv(user.data(), kBytes, 1, 5, refused) != Status::error, "{}", runtime.last_error().message());
+    MessageInfo info;
+    CHECK(runtime.wait(refused, &info) == Status::error && info.error == tether::Errc::memlock_limit,
+          "the receive into unregistrable memory ended with {}", tether::errc_name(info.error));
+    CHECK(std::all_of(user.begin(), user.end(), [](std::byte b) { return b == std::byte{0x5a}; }),
+          "the refused message wrote into the receive buffer");
+    for (int peer : {1, 2}) {
+      auto* pooled = static_cast<std::byte*>(tether::pinned_alloc(kBytes));
+      Request receive;
+      CHECK(runtime.irecv(pooled, kBytes, peer, 6, receive) != Status::error, "{}", runtime.last_error().message());
+      wait_ok(runtime, receive);
+      CHECK(checksum(pooled, kBytes) == fill(expected.data(), kBytes, 100 + static_cast<std::uint64_t>(peer)),
+            "rank {}'s message into pool memory differs", peer);
+      tether::pinned_free(pooled);
+    }
+  } else {
+    std::vector<std::byte> out(kBytes);
+    if (runtime.rank() == 1) {
+      fill(out.data(), kBytes, 1);
+      Request send;
+      CHECK(runtime.isend(out.data(), kBytes, 0, 5, send) != Status::error, "{}", runtime.last_error().message());
+      MessageInfo info;
+      CHECK(runtime.wait(send, &info) == Status::error && info.error == tether::Errc::memlock_limit,
+            "the refused send ended with {}", tether::errc_name(info.error));
+    }
+    fill(out.data(), kBytes, 100 + static_cast<std::uint64_t>(runtime.rank()));
+    Request send;
+    CHECK(runtime.isend(out.data(), kBytes, 0, 6, send) != Status::error, "{}", runtime.last_error().message());
+    wait_ok(runtime, send);
+  }
+}
+
 void peer_death(Runtime& runtime) {
   if (runtime.rank() == 1) {
     std::fflush(nullptr);
@@ -298,7 +341,7 @@ void peer_death(Runtime& runtime) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fputs("usage: tether-messaging-check sizes|sizes-pool|ordering|wildcards|truncation|many|bad-input|peer-death|pressure\n", stderr);
+    std::fputs("usage: tether-messaging-check sizes|sizes-pool|ordering|wildcards|truncation|many|bad-input|peer-death|pressure|memlock-refused\n", stderr);
     return 2;
   }
   auto runtime = tether::testing::start_job_or_exit("tether-messaging-check");
@@ -306,7 +349,8 @@ int main(int argc, char** argv) {
   std::map<std::string_view, std::function<void(Runtime&)>> scenarios = {
       {"sizes", [](Runtime& r) { sizes(r, false); }}, {"sizes-pool", [](Runtime& r) { sizes(r, true); }},
       {"ordering", ordering}, {"wildcards", wildcards}, {"truncation", truncation}, {"many", many},
-      {"bad-input", bad_input}, {"peer-death", peer_death}, {"pressure", pressure}};
+      {"bad-input", bad_input}, {"peer-death", peer_death}, {"pressure", pressure},
+      {"memlock-refused", memlock_refused}};
   auto found = scenarios.find(scenario);
   if (found == scenarios.end()) {
     fmt::print(stderr, "unknown scenario {}\n", scenario);

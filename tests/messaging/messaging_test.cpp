@@ -196,6 +196,29 @@ TEST(MessagingPressureTest, FloodAndExhaustedPoolGiveClearErrorsAndEveryMessageA
   }
 }
 
+// Rank 0 cannot register user memory (TETHER_INJECT_MEMLOCK_FAILURE, as at the locked-memory
+// limit): a rendezvous into its malloc'd buffer is refused, both sides fail with
+// memlock_limit naming the fix, the buffer is untouched, and rank 0 keeps receiving from
+// ranks 1 and 2 into pool memory (tether-messaging-check memlock-refused).
+TEST(MessagingPressureTest, MemlockLimitRefusesTheMessageAndTheRankKeepsServing) {
+  for (std::string transport : {"shm", "tcp"}) {
+    std::string script = std::string("if [ \"$PMIX_RANK\" = 0 ]; then export TETHER_INJECT_MEMLOCK_FAILURE=1; fi; exec ") +
+                         MESSAGING_CHECK_PATH + " memlock-refused";
+    Outcome outcome = run({TETHER_RUN_PATH, "-n", "3", "--timeout", "60s", "/bin/sh", "-c", script},
+                          environment_for({"memlock-refused", 3, transport, "put"}), std::chrono::seconds(90));
+    EXPECT_EQ(outcome.exit_code, 0) << transport << "\n" << outcome.output;
+    for (int rank = 0; rank < 3; ++rank)
+      EXPECT_NE(outcome.output.find("rank " + std::to_string(rank) + ": memlock-refused passed"), std::string::npos)
+          << outcome.output;
+    EXPECT_NE(outcome.output.find("rendezvous from rank 1 cannot land: memlock limit"), std::string::npos)
+        << outcome.output;
+    EXPECT_NE(outcome.output.find("raise ulimit -l"), std::string::npos) << outcome.output;
+    EXPECT_NE(outcome.output.find("rank 0 refused the 1048576-byte message with tag 5: memlock limit"),
+              std::string::npos)
+        << outcome.output;
+  }
+}
+
 // Rank 1 starts with smaller receive buffers and fewer eager credits than rank 0: each
 // side reads the other's limits when it first reaches it, says so once, and keeps to them,
 // so every size from 0 B up arrives intact both ways (without it rank 0's 8 KiB eager

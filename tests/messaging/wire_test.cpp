@@ -64,6 +64,26 @@ TEST(WireTest, CreditFlagOnlyOnEagerPayloads) {
             std::string::npos);
 }
 
+// A refusal is a cts with nothing to write and the receiver's error code; on any other
+// kind, with bytes to write, or with an unknown code it is malformed.
+TEST(WireTest, RefusalOnlyOnACtsWithNothingToWriteAndAKnownError) {
+  auto refusal = [](MessageKind kind, std::uint64_t bytes_to_write, std::uint64_t code) {
+    MessageHeader header = make_header(kind, 1, 5, 0, 1 << 20);
+    header.flags = kRefused;
+    return encode(header, ClearToSend{{1, 1}, {2, 1}, {}, bytes_to_write, code});
+  };
+  auto accepted = decode(refusal(MessageKind::cts, 0, static_cast<std::uint64_t>(tether::Errc::memlock_limit)), 4);
+  ASSERT_TRUE(accepted) << accepted.error().message();
+  EXPECT_EQ(accepted->cts.chunk_bytes, static_cast<std::uint64_t>(tether::Errc::memlock_limit));
+  for (auto bytes : {refusal(MessageKind::cts, 8, 3), refusal(MessageKind::cts, 0, 0), refusal(MessageKind::cts, 0, 999),
+                     refusal(MessageKind::fin, 0, 3)}) {
+    auto rejected = decode(bytes, 4);
+    ASSERT_FALSE(rejected);
+    EXPECT_NE(rejected.error().message().find("a refusal that is not a cts"), std::string::npos)
+        << rejected.error().message();
+  }
+}
+
 // Liveness probes are a bare header: exactly 32 bytes, anything after it is malformed.
 std::vector<std::byte> channel_message(ChannelCarry carry, std::size_t payload, std::size_t claimed) {
   auto bytes = encode(make_header(MessageKind::channel, 1, 5, 0, claimed), carry);
