@@ -30,6 +30,7 @@ void remember_recent_span(Span& span) noexcept {
   if (cache == nullptr) return;  // the thread is exiting
   t_recent_span = {.start = reinterpret_cast<std::uintptr_t>(span.start),
                    .bytes = std::size_t{span.object_bytes} * span.object_count,
+                   .misaligned = (std::size_t{1} << span.index_shift) - 1,
                    .list = &cache->lists[span.size_class],
                    .states = span.states.get(),
                    .state_stride = span.state_stride,

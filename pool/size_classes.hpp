@@ -47,12 +47,19 @@ constexpr bool is_power_of_two(std::size_t value) noexcept {
 
 // class_for() for sizes up to 1 KiB at alignments up to 16, by table: the common case.
 inline constexpr std::size_t kTableMaxBytes = 1024;
-inline constexpr auto kSmallClassTable = [] {
+// Hidden: each binary reads its own copy directly, not through the global offset table.
+__attribute__((visibility("hidden"))) inline constexpr auto kSmallClassTable = [] {
   std::array<std::int8_t, kTableMaxBytes / 16 + 1> table{};
   for (std::size_t i = 0; i < table.size(); ++i)
     table[i] = static_cast<std::int8_t>(class_for(i == 0 ? 1 : i * 16, 16));
   return table;
 }();
+
+static_assert([] {
+  for (std::size_t i = 1; i < kSmallClassTable.size(); ++i)
+    if (kSmallClassTable[i] == kNotAClass) return false;
+  return true;
+}());  // every size up to the table's end has a class
 
 constexpr int class_for_fast(std::size_t size, std::size_t alignment) noexcept {
   if (size <= kTableMaxBytes && alignment <= 16) return kSmallClassTable[(size + 15) >> 4];

@@ -61,9 +61,16 @@ inline thread_local std::array<ThreadCache*, kMaxPools> t_thread_caches
 // The allocation fast path, inline so that pinned_alloc makes no further call: an object
 // from this thread's cache (nullptr: none yet), or nullptr for SlabPool::allocate's slow path.
 inline void* allocate_from_thread_cache(ThreadCache* cache, std::size_t size, std::size_t alignment) noexcept {
-  if (cache == nullptr || size == 0 || !is_power_of_two(alignment)) return nullptr;
-  int size_class = class_for_fast(size, alignment);
-  if (size_class == kNotAClass) return nullptr;
+  int size_class;
+  // 1..1024 bytes at a power-of-two alignment up to 16 (unsigned wrap-around rejects 0).
+  if (size - 1 < kTableMaxBytes && alignment - 1 < 16 && (alignment & (alignment - 1)) == 0) [[likely]] {
+    size_class = kSmallClassTable[(size + 15) >> 4];
+  } else {
+    if (size == 0 || !is_power_of_two(alignment)) return nullptr;
+    size_class = class_for(size, alignment);
+    if (size_class == kNotAClass) return nullptr;
+  }
+  if (cache == nullptr) return nullptr;
   FreeList& list = cache->lists[size_class];
   if (list.head == nullptr) return nullptr;
   void* object = pop(list);
@@ -96,6 +103,7 @@ inline bool free_to_thread_cache(Span& span, void* pointer) noexcept {
 struct alignas(64) RecentSpan {
   std::uintptr_t start = 0;
   std::size_t bytes = 0;
+  std::size_t misaligned = 0;  // offset bits that must be zero: (1 << index_shift) - 1
   FreeList* list = nullptr;
   std::atomic<std::uint8_t>* states = nullptr;
   std::uint32_t state_stride = 1;
@@ -107,18 +115,28 @@ inline thread_local RecentSpan t_recent_span __attribute__((tls_model("initial-e
 
 // The free fast path for a pointer inside the recent span: true once the object is in
 // this thread's cache. False leaves everything as it was for SlabPool::free_small.
+// The record's fields are read into locals first: the stores into the object could alias
+// the record as far as the compiler knows.
 inline bool free_to_recent_span(const RecentSpan& recent, void* pointer) noexcept {
   std::size_t offset = reinterpret_cast<std::uintptr_t>(pointer) - recent.start;
-  if (offset & ((std::size_t{1} << recent.index_shift) - 1)) return false;
-  std::size_t scaled = offset >> recent.index_shift;
-  if (recent.thirds && scaled % 3 != 0) return false;
-  std::size_t index = recent.thirds ? scaled / 3 : scaled;
+  if ((offset & recent.misaligned) != 0) return false;
+  std::size_t index = offset >> recent.index_shift;
+  if (recent.thirds) [[unlikely]] {
+    if (index % 3 != 0) return false;
+    index /= 3;
+  }
   auto& state = recent.states[index * recent.state_stride];
+  FreeList& list = *recent.list;
+  std::uint32_t limit = recent.cache_limit;
   if (state.load(std::memory_order_relaxed) != Span::kLive) return false;
-  if (recent.list->count.load(std::memory_order_relaxed) >= recent.cache_limit) return false;
+  std::uint32_t count = list.count.load(std::memory_order_relaxed);
+  if (count >= limit) return false;
   state.store(Span::kFree, std::memory_order_relaxed);
+  void* head = list.head;
+  static_cast<void**>(pointer)[0] = head;
   remember_state(pointer, &state);
-  push(*recent.list, pointer);
+  list.head = pointer;
+  list.count.store(count + 1, std::memory_order_relaxed);
   return true;
 }
 
