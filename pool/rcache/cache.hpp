@@ -74,10 +74,9 @@ inline RefCount* ref_column(const Entry& entry) noexcept {
   return reinterpret_cast<RefCount*>(block + kEntryRowsBytes) + (address - block) / sizeof(Entry);
 }
 
-inline void add_ref(const Entry& entry, std::int32_t delta) noexcept {
-  RefSlot slot = t_ref_slot;
-  if (slot.offset == kNoRefSlot) [[unlikely]]
-    slot = assign_ref_slot();
+// add_ref() for a thread that has its slot already (acquire assigns it before the hit path,
+// which then makes no call).
+inline void add_ref_in(RefSlot slot, const Entry& entry, std::int32_t delta) noexcept {
   RefCount& count = ref_column(entry)[slot.offset];
   if (slot.shared) {
     count.fetch_add(delta);  // a full fence too
@@ -86,6 +85,15 @@ inline void add_ref(const Entry& entry, std::int32_t delta) noexcept {
   count.store(count.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
   std::atomic_signal_fence(std::memory_order_seq_cst);  // the flags are read after the add
 }
+
+inline RefSlot ref_slot() noexcept {
+  RefSlot slot = t_ref_slot;
+  if (slot.offset == kNoRefSlot) [[unlikely]]
+    slot = assign_ref_slot();
+  return slot;
+}
+
+inline void add_ref(const Entry& entry, std::int32_t delta) noexcept { add_ref_in(ref_slot(), entry, delta); }
 
 // The sum over rows; a caller that did not just set a flag fences first.
 inline std::int64_t total_refs(const Entry& entry) noexcept {
@@ -160,6 +168,7 @@ class Cache {
  private:
   // Hit path (registration_cache.cpp).
   Entry* take_hit(std::uintptr_t address, Access access) noexcept;
+  [[gnu::noinline, gnu::cold]] Entry* back_off(Entry* entry) noexcept;
   void drain_pending() noexcept;
 
   // Miss path (rcache_miss.cpp).

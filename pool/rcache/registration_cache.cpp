@@ -84,19 +84,14 @@ Entry* Cache::take_hit(std::uintptr_t address, Access access) noexcept {
   Entry* entry = table_.find(address);
   if (entry == nullptr) return nullptr;
   __builtin_prefetch(entry);  // fetched alongside the count's line below
-  add_ref(*entry, 1);
-  if ((entry->state.load() & kUnclaimable) != 0) {
-    drop_reference(entry);
-    return nullptr;
-  }
+  RefSlot slot = t_ref_slot;  // assigned by acquire()
+  add_ref_in(slot, *entry, 1);
   auto wanted = static_cast<std::uint32_t>(access);
-  bool covers = entry->start <= address && address < entry->end &&
-                (static_cast<std::uint32_t>(entry->access) & wanted) == wanted;
-  if (!covers || table_.find(address) != entry) {
-    drop_reference(entry);
-    return nullptr;
-  }
-  auto& hits = hits_[t_ref_slot.offset / kEntriesPerBlock].value;
+  bool usable = (entry->state.load() & kUnclaimable) == 0 && entry->start <= address && address < entry->end &&
+                (static_cast<std::uint32_t>(entry->access) & wanted) == wanted && table_.find(address) == entry;
+  if (!usable) [[unlikely]]
+    return back_off(entry);
+  auto& hits = hits_[slot.offset / kEntriesPerBlock].value;
   hits.store(hits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   return entry;
 }
@@ -106,6 +101,7 @@ Expected<RcacheHandle> Cache::acquire(const void* address, std::size_t length, A
   if (!end) return tl::unexpected(end.error());
   if (uffd_running()) uffd_wait_idle();
   if (pending_count_.load(std::memory_order_acquire) != 0) drain_pending();
+  static_cast<void>(ref_slot());  // take_hit's
   // Built in place and returned by NRVO: moving a freshly written handle into an Expected
   // stalled on store forwarding (half the hit's time).
   Expected<RcacheHandle> result{tl::in_place};
@@ -133,6 +129,13 @@ Expected<RcacheHandle> Cache::acquire(const void* address, std::size_t length, A
     cursor = entry->end;
   }
   return result;
+}
+
+// A reference taken on an entry that turned out dying, recycled or not covering: dropped
+// out of line, so the hit path keeps no registers across a call.
+Entry* Cache::back_off(Entry* entry) noexcept {
+  drop_reference(entry);
+  return nullptr;
 }
 
 // The LRU stamp is written only when it changed (a miss advances the clock), so hits on
