@@ -18,11 +18,19 @@ namespace tether::rcache {
 
 inline constexpr std::size_t kPageBytes = 4096;
 
-// Entry::state: flags only. References are counted apart, per thread (below).
+// Entry::state: a generation in the low 32 bits (advanced each time the entry is reused, so
+// a claim prepared for one use of the entry cannot land on the next) and flags above.
+// References are counted apart, per thread (below).
+inline constexpr std::uint64_t kGeneration = 0xffffffffULL;
 inline constexpr std::uint64_t kInvalid = 1ULL << 32;   // out of the index; dies at last release
 inline constexpr std::uint64_t kDead = 1ULL << 33;      // claimed for deregistration
 inline constexpr std::uint64_t kEvicting = 1ULL << 34;  // references being counted by eviction
 inline constexpr std::uint64_t kUnclaimable = kInvalid | kDead | kEvicting;
+inline constexpr std::uint64_t kFlags = kUnclaimable;
+// The state a claim leaves: dead, in the same generation.
+[[nodiscard]] inline constexpr std::uint64_t claimed_state(std::uint64_t state) noexcept {
+  return (state & kGeneration) | kInvalid | kDead;
+}
 
 // References: a thread counts the ones it takes and drops in its own row (its own cache
 // lines), so two threads hitting the same entries never write a shared line. A handle
@@ -35,12 +43,15 @@ inline constexpr std::uint64_t kUnclaimable = kInvalid | kDead | kEvicting;
 // with a locked instruction (ref_slots.cpp).
 inline constexpr std::size_t kRefSlots = 16;
 inline constexpr std::size_t kEntriesPerBlock = 256;
-using RefCount = std::atomic<std::int32_t>;
+// Unsigned, wrapping: a row where one thread only takes and another only drops counts past
+// 2^32; the sum is taken modulo 2^32 too, and what is held at once never comes near it.
+using RefCount = std::atomic<std::uint32_t>;
 inline constexpr std::size_t kNoRefSlot = ~std::size_t{0};
 struct RefSlot {
   std::size_t offset = kNoRefSlot;  // row * kEntriesPerBlock
   bool shared = true;
 };
+inline constexpr RefSlot kSharedRefSlot{(kRefSlots - 1) * kEntriesPerBlock, true};
 extern constinit __attribute__((tls_model("initial-exec"))) thread_local RefSlot t_ref_slot;
 RefSlot assign_ref_slot() noexcept;
 void fence_against_references() noexcept;
@@ -76,7 +87,7 @@ inline RefCount* ref_column(const Entry& entry) noexcept {
 
 // add_ref() for a thread that has its slot already (acquire assigns it before the hit path,
 // which then makes no call).
-inline void add_ref_in(RefSlot slot, const Entry& entry, std::int32_t delta) noexcept {
+inline void add_ref_in(RefSlot slot, const Entry& entry, std::uint32_t delta) noexcept {
   RefCount& count = ref_column(entry)[slot.offset];
   if (slot.shared) {
     count.fetch_add(delta);  // a full fence too
@@ -93,12 +104,22 @@ inline RefSlot ref_slot() noexcept {
   return slot;
 }
 
-inline void add_ref(const Entry& entry, std::int32_t delta) noexcept { add_ref_in(ref_slot(), entry, delta); }
+// Memory hooks must not allocate: a thread without a row yet uses the shared one rather
+// than being given one (which registers a thread-exit destructor).
+inline RefSlot ref_slot_in_hook() noexcept {
+  RefSlot slot = t_ref_slot;
+  return slot.offset == kNoRefSlot ? kSharedRefSlot : slot;
+}
 
-// The sum over rows; a caller that did not just set a flag fences first.
-inline std::int64_t total_refs(const Entry& entry) noexcept {
+inline constexpr std::uint32_t kTake = 1;
+inline constexpr std::uint32_t kDrop = ~std::uint32_t{0};  // -1, wrapping
+
+inline void add_ref(const Entry& entry, std::uint32_t delta) noexcept { add_ref_in(ref_slot(), entry, delta); }
+
+// Sum over rows, modulo 2^32 (see RefCount); a caller that did not just set a flag fences first.
+inline std::uint32_t total_refs(const Entry& entry) noexcept {
   RefCount* column = ref_column(entry);
-  std::int64_t sum = 0;
+  std::uint32_t sum = 0;
   for (std::size_t slot = 0; slot < kRefSlots; ++slot) sum += column[slot * kEntriesPerBlock].load();
   return sum;
 }
@@ -188,10 +209,15 @@ class Cache {
 
   // References, retirement and invalidation (rcache_retire.cpp).
   void drop_reference(Entry* entry) noexcept;
+  bool drop_and_claim(Entry* entry, RefSlot slot) noexcept;
   bool claim_if_unreferenced(Entry* entry) noexcept;
   bool claim_if_idle(Entry* entry) noexcept;  // miss_mutex_ held
   static bool claim(Entry* entry, std::uint64_t state) noexcept;
-  bool mark_invalid(Entry* entry) noexcept;
+  struct Marked {
+    bool marked;   // this call made it invalid (false: it was already)
+    bool claimed;  // and this call's drop claimed it: the caller queues it
+  };
+  Marked mark_invalid(Entry* entry, RefSlot slot) noexcept;
   void retire(Entry* entry) noexcept;
   void push_retired(Entry* entry) noexcept;
   void drain_retired() noexcept;

@@ -126,12 +126,13 @@ Expected<Entry*> Cache::register_entry(std::uintptr_t start, std::uintptr_t end,
   stat_entries_.store(held_count_, std::memory_order_relaxed);
   stat_bytes_.store(held_bytes_, std::memory_order_relaxed);
   clock_.fetch_add(1, std::memory_order_relaxed);
-  add_ref(*entry, 1);  // the caller's reference
+  add_ref(*entry, kTake);  // the caller's reference
+  std::uint64_t next_generation = ((entry->state.load() & kGeneration) + 1) & kGeneration;
   if (uncached) {
     uncached_.fetch_add(1, std::memory_order_relaxed);
-    entry->state.store(kInvalid);  // dies at its release
+    entry->state.store(next_generation | kInvalid);  // dies at its release
   } else {
-    entry->state.store(0);  // claimable now
+    entry->state.store(next_generation);  // claimable now
     publish(entry);
   }
   return entry;
@@ -211,7 +212,7 @@ bool Cache::recover_already_registered(std::uintptr_t start) {
 std::size_t Cache::evict_idle(std::size_t count_wanted, std::size_t bytes_wanted) {
   std::vector<Entry*> idle;
   for (auto& [start, entry] : registered_) {
-    if (entry->state.load(std::memory_order_relaxed) == 0 && total_refs(*entry) == 0) idle.push_back(entry);
+    if ((entry->state.load(std::memory_order_relaxed) & kFlags) == 0 && total_refs(*entry) == 0) idle.push_back(entry);
   }
   std::sort(idle.begin(), idle.end(), [](const Entry* a, const Entry* b) {
     return a->last_used.load(std::memory_order_relaxed) < b->last_used.load(std::memory_order_relaxed);

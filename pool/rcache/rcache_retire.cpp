@@ -47,14 +47,18 @@ void Cache::push_retired(Entry* entry) noexcept {
 // A dropped reference may be the last one of an invalid entry (claim and retire it), or,
 // with leave-pinned off, of a valid one (take it out of use).
 void Cache::drop_reference(Entry* entry) noexcept {
-  add_ref(*entry, -1);
+  if (drop_and_claim(entry, ref_slot())) retire(entry);
+}
+
+// Drops a reference in `slot`'s row; true when that left an invalid entry unreferenced and
+// this call claimed it (the caller queues it).
+bool Cache::drop_and_claim(Entry* entry, RefSlot slot) noexcept {
+  add_ref_in(slot, *entry, kDrop);
   std::uint64_t state = entry->state.load();
-  if ((state & kDead) != 0) return;
-  if ((state & kInvalid) != 0) {
-    if (claim_if_unreferenced(entry)) retire(entry);
-    return;
-  }
-  if (!options_.leave_pinned && (state & kEvicting) == 0 && total_refs(*entry) == 0) mark_invalid(entry);  // a hint: mark_invalid decides
+  if ((state & kDead) != 0) return false;
+  if ((state & kInvalid) != 0) return claim_if_unreferenced(entry);
+  if (options_.leave_pinned || (state & kEvicting) != 0 || total_refs(*entry) != 0) return false;
+  return mark_invalid(entry, slot).claimed;  // leave-pinned off; the sum was a hint
 }
 
 // Claims an invalid entry that no reference holds any more (false when one does, or when
@@ -69,38 +73,43 @@ bool Cache::claim_if_unreferenced(Entry* entry) noexcept {
 
 // Claims an entry that nobody references, valid or not (miss path: nothing recycles
 // entries meanwhile). A valid one is marked kEvicting first, so that no reference is
-// granted while the slots are summed; found in use, it is left as it was.
+// granted while the rows are summed; found in use, it is left as it was. The claim
+// succeeds only from exactly the state marked: an invalidation that came meanwhile holds
+// a reference the sum may have missed, and its own drop claims the entry.
 bool Cache::claim_if_idle(Entry* entry) noexcept {
   std::uint64_t state = entry->state.load();
   if ((state & (kDead | kEvicting)) != 0 || total_refs(*entry) != 0) return false;  // in use already
   if ((state & kInvalid) != 0) return claim_if_unreferenced(entry);
-  if (!entry->state.compare_exchange_strong(state, state | kEvicting)) return false;
+  std::uint64_t evicting = state | kEvicting;
+  if (!entry->state.compare_exchange_strong(state, evicting)) return false;
   fence_against_references();
-  if (total_refs(*entry) != 0) {
-    entry->state.fetch_and(~kEvicting);
-    return false;
-  }
-  return claim(entry, state | kEvicting);
+  if (total_refs(*entry) == 0 && entry->state.compare_exchange_strong(evicting, claimed_state(evicting))) return true;
+  entry->state.fetch_and(~kEvicting);
+  return false;
 }
 
+// Claims `entry` in the generation `state` names, whatever flags it gained meanwhile;
+// false once it is dead or reused.
 bool Cache::claim(Entry* entry, std::uint64_t state) noexcept {
-  while ((state & kDead) == 0) {
-    if (entry->state.compare_exchange_weak(state, kInvalid | kDead)) return true;
+  std::uint64_t generation = state & kGeneration;
+  while ((state & kDead) == 0 && (state & kGeneration) == generation) {
+    if (entry->state.compare_exchange_weak(state, claimed_state(state))) return true;
   }
   return false;
 }
 
-// Takes `entry` out of the index for good; its last reference then claims it. A reference
-// is held meanwhile, so it is not recycled while its slots are cleared. False when it was
-// invalid already (someone else owns its removal).
-bool Cache::mark_invalid(Entry* entry) noexcept {
-  add_ref(*entry, 1);
+// Takes `entry` out of the index for good; its last reference then claims it. The
+// reference taken here keeps anyone else from claiming it while its slots are cleared
+// (an eviction racing with it fails its claim: claim_if_idle). Never deregisters: a caller
+// told `claimed` queues the entry (also when it was invalid already and this drop was its
+// last reference).
+Cache::Marked Cache::mark_invalid(Entry* entry, RefSlot slot) noexcept {
+  add_ref_in(slot, *entry, kTake);
   std::uint64_t state = entry->state.load();
   bool marked = false;
   while ((state & kInvalid) == 0 && !marked) marked = entry->state.compare_exchange_weak(state, state | kInvalid);
   if (marked) remove_from_index(entry);
-  drop_reference(entry);
-  return marked;
+  return Marked{marked, drop_and_claim(entry, slot)};
 }
 
 // Queues a claimed entry for deregistration, done now when the miss mutex is free.
@@ -108,7 +117,9 @@ void Cache::retire(Entry* entry) noexcept {
   push_retired(entry);
   if (CriticalSection::active() || MissPath::held()) return;
   std::unique_lock guard(miss_mutex_, std::try_to_lock);
-  if (guard.owns_lock()) drain_retired();
+  if (!guard.owns_lock()) return;
+  MissPath holding;  // a hook firing inside the deregistration must not take the mutex again
+  drain_retired();
 }
 
 void Cache::drain_retired() noexcept {
@@ -155,7 +166,7 @@ void Cache::destroy(std::span<Entry* const> victims) noexcept {
     }
   }
   for (Entry* entry : victims) {
-    entry->state.store(kInvalid | kDead, std::memory_order_release);
+    entry->state.fetch_and(~kEvicting);  // claimed: dead, generation kept
     spare_entries_.push_back(entry);
   }
   deregistrations_.fetch_add(victims.size(), std::memory_order_relaxed);
@@ -238,8 +249,11 @@ void Cache::invalidate_now(std::uintptr_t start, std::uintptr_t end) noexcept {
 
 // The caller found `entry` in a slot; it may have been recycled since, in which case
 // invalidating it is merely early (never wrong: invalid entries are only re-registered).
+// From memory hooks: no allocation, no lock, no deregistration (the entry is queued).
 void Cache::invalidate_entry(Entry* entry) noexcept {
-  if (mark_invalid(entry)) invalidations_.fetch_add(1, std::memory_order_relaxed);
+  Marked outcome = mark_invalid(entry, ref_slot_in_hook());
+  if (outcome.marked) invalidations_.fetch_add(1, std::memory_order_relaxed);
+  if (outcome.claimed) push_retired(entry);
 }
 
 void Cache::queue_pending(std::uintptr_t start, std::uintptr_t end) noexcept {
@@ -270,7 +284,7 @@ void Cache::prepare_fork() noexcept {
   miss_mutex_.lock();  // held across fork(): no registration changes meanwhile
   fork_runs_.clear();
   for (const auto& [start, entry] : registered_) {
-    if (entry->state.load() != 0 || total_refs(*entry) != 0) continue;  // in use, or dying
+    if ((entry->state.load() & kFlags) != 0 || total_refs(*entry) != 0) continue;  // in use, or dying
     Interval range = dontfork_range(*entry);
     if (range.start == range.end) continue;
     if (!fork_runs_.empty() && fork_runs_.back().end == range.start) {

@@ -1,6 +1,7 @@
 // Reference slots: which row of counts a thread writes, and the fence a claimer issues
 // between setting a flag and summing the rows.
 #include <linux/membarrier.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -23,7 +24,29 @@ bool asymmetric_fences() noexcept {
   return registered;
 }
 
-constexpr RefSlot kShared{kSharedRow * kEntriesPerBlock, true};
+constexpr RefSlot kShared = kSharedRefSlot;
+static_assert(kSharedRefSlot.offset == kSharedRow * kEntriesPerBlock);
+
+// The other way to make every running thread of the process pass a full barrier: taking
+// write permission from a page it has dirtied makes the kernel flush the TLBs of every CPU
+// running this mm, by interrupt. Used when membarrier fails after it was registered (rows
+// are already written without locked instructions, so a local fence would not do).
+void barrier_by_tlb_shootdown() noexcept {
+  static char* page = [] {
+    void* mapped = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return mapped == MAP_FAILED ? nullptr : static_cast<char*>(mapped);
+  }();
+  static std::atomic<bool> busy{false};
+  while (busy.exchange(true, std::memory_order_acquire)) {
+  }
+  if (page != nullptr) {
+    *static_cast<volatile char*>(page) = 1;
+    ::mprotect(page, 4096, PROT_READ);
+    ::mprotect(page, 4096, PROT_READ | PROT_WRITE);
+  }
+  busy.store(false, std::memory_order_release);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 
 // Gives the thread's row back when it exits. Later releases on this thread (other
 // thread_local destructors) go to the shared row.
@@ -59,14 +82,15 @@ RefSlot assign_ref_slot() noexcept {
 // After a claimer's flag store and before it sums: every thread that added to its own row
 // without a locked instruction has either made the add visible or will see the flag.
 void fence_against_references() noexcept {
-  if (asymmetric_fences()) {
-    if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return;
-    // A forked child inherits the rows but maybe not the registration: register again.
-    if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
-        membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
-      return;
+  if (!asymmetric_fences()) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // every row add is a locked instruction
+    return;
   }
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return;
+  // A forked child may not inherit the registration: register again.
+  if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 && membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
+    return;
+  barrier_by_tlb_shootdown();
 }
 
 }  // namespace tether::rcache

@@ -1,5 +1,5 @@
 // The hit path: page-align the request, look each page up in the page table, take a
-// reference with one compare-and-swap and check the entry still covers the page.
+// reference in this thread's row (cache.hpp) and check the entry still covers the page.
 #include <immintrin.h>
 #include <pthread.h>
 
@@ -85,7 +85,7 @@ Entry* Cache::take_hit(std::uintptr_t address, Access access) noexcept {
   if (entry == nullptr) return nullptr;
   __builtin_prefetch(entry);  // fetched alongside the count's line below
   RefSlot slot = t_ref_slot;  // assigned by acquire()
-  add_ref_in(slot, *entry, 1);
+  add_ref_in(slot, *entry, kTake);
   auto wanted = static_cast<std::uint32_t>(access);
   bool usable = (entry->state.load() & kUnclaimable) == 0 && entry->start <= address && address < entry->end &&
                 (static_cast<std::uint32_t>(entry->access) & wanted) == wanted && table_.find(address) == entry;
