@@ -210,6 +210,7 @@ class Cache {
   // References, retirement and invalidation (rcache_retire.cpp).
   void drop_reference(Entry* entry) noexcept;
   bool drop_and_claim(Entry* entry, RefSlot slot) noexcept;
+  bool claim_after_drop(Entry* entry, RefSlot slot) noexcept;
   bool claim_if_unreferenced(Entry* entry) noexcept;
   bool claim_if_idle(Entry* entry) noexcept;  // miss_mutex_ held
   static bool claim(Entry* entry, std::uint64_t state) noexcept;

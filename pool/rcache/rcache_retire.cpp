@@ -54,6 +54,10 @@ void Cache::drop_reference(Entry* entry) noexcept {
 // this call claimed it (the caller queues it).
 bool Cache::drop_and_claim(Entry* entry, RefSlot slot) noexcept {
   add_ref_in(slot, *entry, kDrop);
+  return claim_after_drop(entry, slot);
+}
+
+bool Cache::claim_after_drop(Entry* entry, RefSlot slot) noexcept {
   std::uint64_t state = entry->state.load();
   if ((state & kDead) != 0) return false;
   if ((state & kInvalid) != 0) return claim_if_unreferenced(entry);

@@ -140,12 +140,16 @@ Entry* Cache::back_off(Entry* entry) noexcept {
 
 // The LRU stamp is written only when it changed (a miss advances the clock), so hits on
 // entries another thread also uses leave their line shared.
+// Dropping a reference to a valid entry ends here; anything else goes on out of line.
 void Cache::release(Entry* entry) noexcept {
-  if (options_.leave_pinned) {
-    std::uint64_t now = clock_.load(std::memory_order_relaxed);
-    if (entry->last_used.load(std::memory_order_relaxed) != now) entry->last_used.store(now, std::memory_order_relaxed);
-  }
-  drop_reference(entry);
+  if (!options_.leave_pinned) return drop_reference(entry);
+  std::uint64_t now = clock_.load(std::memory_order_relaxed);
+  if (entry->last_used.load(std::memory_order_relaxed) != now) entry->last_used.store(now, std::memory_order_relaxed);
+  RefSlot slot = ref_slot();
+  add_ref_in(slot, *entry, kDrop);
+  if ((entry->state.load() & kFlags) == 0) [[likely]]
+    return;
+  if (claim_after_drop(entry, slot)) retire(entry);
 }
 
 RcacheStats Cache::stats() const noexcept {
