@@ -25,6 +25,10 @@ bool asymmetric_fences() noexcept {
 }
 
 constexpr RefSlot kShared = kSharedRefSlot;
+
+// A full fence as a locked read-modify-write (std::atomic_thread_fence is refused by TSan).
+std::atomic<std::uint32_t> g_fence_word{0};
+void full_fence() noexcept { g_fence_word.fetch_add(0, std::memory_order_seq_cst); }
 static_assert(kSharedRefSlot.offset == kSharedRow * kEntriesPerBlock);
 
 // The other way to make every running thread of the process pass a full barrier: taking
@@ -45,7 +49,7 @@ void barrier_by_tlb_shootdown() noexcept {
     ::mprotect(page, 4096, PROT_READ | PROT_WRITE);
   }
   busy.store(false, std::memory_order_release);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  full_fence();
 }
 
 // Gives the thread's row back when it exits. Later releases on this thread (other
@@ -83,7 +87,7 @@ RefSlot assign_ref_slot() noexcept {
 // without a locked instruction has either made the add visible or will see the flag.
 void fence_against_references() noexcept {
   if (!asymmetric_fences()) {
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // every row add is a locked instruction
+    full_fence();  // every row add is a locked instruction
     return;
   }
   if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return;
