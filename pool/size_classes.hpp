@@ -61,11 +61,6 @@ static_assert([] {
   return true;
 }());  // every size up to the table's end has a class
 
-constexpr int class_for_fast(std::size_t size, std::size_t alignment) noexcept {
-  if (size <= kTableMaxBytes && alignment <= 16) return kSmallClassTable[(size + 15) >> 4];
-  return class_for(size, alignment);
-}
-
 // Bytes of one span of the class: 64 KiB, or room for eight objects.
 constexpr std::size_t span_bytes(int size_class) noexcept {
   constexpr std::size_t kGranule = std::size_t{64} << 10;

@@ -39,11 +39,17 @@ inline void* pop(FreeList& list) noexcept {
   return head;
 }
 
-// Returns the list's new length.
-inline std::uint32_t push(FreeList& list, void* object) noexcept {
+// Pushes onto a list whose length the caller has just read as `count`; returns the new one.
+inline std::uint32_t push(FreeList& list, void* object, std::uint32_t count) noexcept {
   static_cast<void**>(object)[0] = list.head;
   list.head = object;
-  return add_count(list, 1);
+  list.count.store(count + 1, std::memory_order_relaxed);
+  return count + 1;
+}
+
+// Returns the list's new length.
+inline std::uint32_t push(FreeList& list, void* object) noexcept {
+  return push(list, object, list.count.load(std::memory_order_relaxed));
 }
 
 inline void remember_state(void* object, std::atomic<std::uint8_t>* state) noexcept {
@@ -132,11 +138,8 @@ inline bool free_to_recent_span(const RecentSpan& recent, void* pointer) noexcep
   std::uint32_t count = list.count.load(std::memory_order_relaxed);
   if (count >= limit) return false;
   state.store(Span::kFree, std::memory_order_relaxed);
-  void* head = list.head;
-  static_cast<void**>(pointer)[0] = head;
   remember_state(pointer, &state);
-  list.head = pointer;
-  list.count.store(count + 1, std::memory_order_relaxed);
+  push(list, pointer, count);
   return true;
 }
 

@@ -25,8 +25,7 @@ inline constexpr std::uint64_t kGeneration = 0xffffffffULL;
 inline constexpr std::uint64_t kInvalid = 1ULL << 32;   // out of the index; dies at last release
 inline constexpr std::uint64_t kDead = 1ULL << 33;      // claimed for deregistration
 inline constexpr std::uint64_t kEvicting = 1ULL << 34;  // references being counted by eviction
-inline constexpr std::uint64_t kUnclaimable = kInvalid | kDead | kEvicting;
-inline constexpr std::uint64_t kFlags = kUnclaimable;
+inline constexpr std::uint64_t kFlags = kInvalid | kDead | kEvicting;  // any: no new reference
 // The state a claim leaves: dead, in the same generation.
 [[nodiscard]] inline constexpr std::uint64_t claimed_state(std::uint64_t state) noexcept {
   return (state & kGeneration) | kInvalid | kDead;
@@ -49,9 +48,10 @@ using RefCount = std::atomic<std::uint32_t>;
 inline constexpr std::size_t kNoRefSlot = ~std::size_t{0};
 struct RefSlot {
   std::size_t offset = kNoRefSlot;  // row * kEntriesPerBlock
-  bool shared = true;
+  // The last row is shared: its adds are locked instructions.
+  [[nodiscard]] constexpr bool shared() const noexcept { return offset == (kRefSlots - 1) * kEntriesPerBlock; }
 };
-inline constexpr RefSlot kSharedRefSlot{(kRefSlots - 1) * kEntriesPerBlock, true};
+inline constexpr RefSlot kSharedRefSlot{(kRefSlots - 1) * kEntriesPerBlock};
 extern constinit __attribute__((tls_model("initial-exec"))) thread_local RefSlot t_ref_slot;
 RefSlot assign_ref_slot() noexcept;
 void fence_against_references() noexcept;
@@ -89,7 +89,7 @@ inline RefCount* ref_column(const Entry& entry) noexcept {
 // which then makes no call).
 inline void add_ref_in(RefSlot slot, const Entry& entry, std::uint32_t delta) noexcept {
   RefCount& count = ref_column(entry)[slot.offset];
-  if (slot.shared) {
+  if (slot.shared()) {
     count.fetch_add(delta);  // a full fence too
     return;
   }

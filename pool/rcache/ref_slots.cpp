@@ -13,6 +13,7 @@ namespace tether::rcache {
 namespace {
 
 constexpr std::size_t kSharedRow = kRefSlots - 1;
+static_assert(kSharedRefSlot.offset == kSharedRow * kEntriesPerBlock);
 std::atomic<std::uint32_t> g_rows_taken{0};
 
 long membarrier(int command) noexcept { return ::syscall(SYS_membarrier, command, 0, 0); }
@@ -24,12 +25,9 @@ bool asymmetric_fences() noexcept {
   return registered;
 }
 
-constexpr RefSlot kShared = kSharedRefSlot;
-
 // A full fence as a locked read-modify-write (std::atomic_thread_fence is refused by TSan).
 std::atomic<std::uint32_t> g_fence_word{0};
 void full_fence() noexcept { g_fence_word.fetch_add(0, std::memory_order_seq_cst); }
-static_assert(kSharedRefSlot.offset == kSharedRow * kEntriesPerBlock);
 
 // The other way to make every running thread of the process pass a full barrier: taking
 // write permission from a page it has dirtied makes the kernel flush the TLBs of every CPU
@@ -57,7 +55,7 @@ void barrier_by_tlb_shootdown() noexcept {
 struct RowOwner {
   std::uint32_t bit = 0;
   ~RowOwner() {
-    t_ref_slot = kShared;
+    t_ref_slot = kSharedRefSlot;
     g_rows_taken.fetch_and(~bit, std::memory_order_release);
   }
 };
@@ -67,7 +65,7 @@ struct RowOwner {
 constinit __attribute__((tls_model("initial-exec"))) thread_local RefSlot t_ref_slot;
 
 RefSlot assign_ref_slot() noexcept {
-  t_ref_slot = kShared;
+  t_ref_slot = kSharedRefSlot;
   if (!asymmetric_fences()) return t_ref_slot;
   std::uint32_t taken = g_rows_taken.load(std::memory_order_relaxed);
   for (std::size_t row = 0; row < kSharedRow; ++row) {
@@ -77,7 +75,7 @@ RefSlot assign_ref_slot() noexcept {
     if ((taken & bit) != 0) continue;  // another thread took it first
     thread_local RowOwner owner;
     owner.bit = bit;
-    t_ref_slot = RefSlot{row * kEntriesPerBlock, false};
+    t_ref_slot = RefSlot{row * kEntriesPerBlock};
     break;
   }
   return t_ref_slot;

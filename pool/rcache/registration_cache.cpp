@@ -87,7 +87,7 @@ Entry* Cache::take_hit(std::uintptr_t address, Access access) noexcept {
   RefSlot slot = t_ref_slot;  // assigned by acquire()
   add_ref_in(slot, *entry, kTake);
   auto wanted = static_cast<std::uint32_t>(access);
-  bool usable = (entry->state.load() & kUnclaimable) == 0 && entry->start <= address && address < entry->end &&
+  bool usable = (entry->state.load() & kFlags) == 0 && entry->start <= address && address < entry->end &&
                 (static_cast<std::uint32_t>(entry->access) & wanted) == wanted && table_.find(address) == entry;
   if (!usable) [[unlikely]]
     return back_off(entry);
