@@ -77,6 +77,8 @@ class ExposedRange {
   [[nodiscard]] const RemoteBuffer& remote() const noexcept { return remote_; }
   // The key is this range's own registration (false: the arena's key, or nothing).
   [[nodiscard]] bool has_own_registration() const noexcept { return registrar_ != nullptr; }
+  // Whether release() has anything to do.
+  [[nodiscard]] bool held() const noexcept { return registrar_ != nullptr || remote_.length != 0 || remote_.address != 0; }
   void release() noexcept;
 
  private:
@@ -114,7 +116,7 @@ struct Completion {
 struct Limits {
   std::size_t max_message_bytes = 0;
   std::size_t max_rma_bytes = 0;
-  std::size_t inject_bytes = 0;  // sends this small complete at once (Status::done)
+  std::size_t inject_bytes = 0;  // sends this small complete at once: done, retry or error, never posted
   std::size_t send_queue_depth = 0;
   std::size_t receive_queue_depth = 0;
 };

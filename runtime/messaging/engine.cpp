@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <array>
 
 #include <fmt/format.h>
 
@@ -17,7 +16,6 @@ namespace tether::messaging {
 namespace {
 
 thread_local Error t_last_error;
-constexpr std::size_t kPollBatch = 16;
 constexpr std::string_view kAddressKey = "tether.address";
 // What this rank's receive side takes, published next to its address: ranks started with
 // different TETHER_EAGER_LIMIT or TETHER_EAGER_CREDITS keep to each other's.
@@ -71,6 +69,7 @@ Engine::Engine(std::unique_ptr<Bootstrap> bootstrap, std::unique_ptr<transport::
   // Room for an eager message, and for a channel message of as many bytes where the
   // transport allows (persist/channel_messages.cpp).
   std::size_t channel_message = std::min(kChannelHeaderBytes + options_.eager_limit_bytes, limits.max_message_bytes);
+  inline_eager_bytes_ = std::min(kInlineEagerBytes, limits.inject_bytes);
   receive_buffer_bytes_ = std::max({sizeof(MessageHeader) + options_.eager_limit_bytes, channel_message, kControlMessageBytes});
 }
 
@@ -228,6 +227,7 @@ Status Engine::start_internal(RequestKind kind, void* buffer, std::size_t bytes,
     return Status::posted;
   }
   if (lock.owns_lock()) lock.unlock();
+  commands_queued_.fetch_add(1);
   commands_.push(Command{request.slot});
   progress();
   return Status::posted;
@@ -331,7 +331,12 @@ void Engine::progress() noexcept {
 
 void Engine::progress_locked() noexcept {
   Command command{};
-  while (commands_.pop(command)) run_command(requests_.at(command.slot));
+  if (commands_queued_.load(std::memory_order_relaxed) != 0) {
+    while (commands_.pop(command)) {
+      commands_queued_.fetch_sub(1, std::memory_order_relaxed);
+      run_command(requests_.at(command.slot));
+    }
+  }
   fail_requests_of_dead_peers();
   flush_backlog();
   poll_transport();
@@ -367,15 +372,14 @@ void Engine::fail_requests_of_dead_peers() noexcept {
     if (!dead_[static_cast<std::size_t>(slot->peer)]->load()) continue;
     log::error("runtime", "a {} with rank {} (tag {}) fails: {}", slot->kind == RequestKind::send ? "send" : "receive",
                slot->peer, slot->tag, failure_reason(slot->peer));
-    posted_.remove(slot);
+    if (posted_.contains(slot)) posted_.erase(slot);
     complete(slot, Errc::peer_unreachable);
   }
 }
 
 void Engine::poll_transport() noexcept {
-  std::array<transport::Completion, kPollBatch> batch;
-  std::size_t count = transport_->poll(batch);
-  for (std::size_t i = 0; i < count; ++i) handle(batch[i]);
+  std::size_t count = transport_->poll(poll_batch_);
+  for (std::size_t i = 0; i < count; ++i) handle(poll_batch_[i]);
 }
 
 void Engine::handle(const transport::Completion& completion) noexcept {

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
-#include <list>
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,6 +16,7 @@
 #include <boost/lockfree/queue.hpp>
 
 #include "runtime/bootstrap/bootstrap.hpp"
+#include "runtime/messaging/progress_lock.hpp"
 #include "runtime/messaging/request_table.hpp"
 #include "runtime/messaging/wire.hpp"
 #include "transport/transport.hpp"
@@ -141,7 +142,7 @@ class Engine {
   // transport. The caller of peer_index() and of transport posts holds progress_mutex().
   void set_channel_events(std::unique_ptr<ChannelEvents> events) noexcept { channel_events_ = std::move(events); }
   [[nodiscard]] ChannelEvents* channel_events() noexcept { return channel_events_.get(); }
-  [[nodiscard]] std::mutex& progress_mutex() noexcept { return progress_mutex_; }
+  [[nodiscard]] ProgressLock& progress_mutex() noexcept { return progress_mutex_; }
   [[nodiscard]] Expected<transport::PeerIndex> peer_index(int peer_rank) { return resolve(peer_rank); }
   // A persistent channel waits on `peer_rank` (progress lock held): the peer is watched as
   // if a request waited on it (TETHER_PEER_TIMEOUT). Calls pair up, one unwatch per watch.
@@ -198,6 +199,8 @@ class Engine {
   // Sending (engine_send.cpp).
   void send_to_peer(RequestSlot* slot) noexcept;
   void send_eager(RequestSlot* slot, PeerState& peer) noexcept;
+  bool inject(int peer_rank, const std::byte* message, std::size_t length, RequestSlot* eager_request) noexcept;
+  void withdraw(int peer_rank, const MessageHeader& header, RequestSlot* eager_request) noexcept;
   void send_rts(RequestSlot* slot, PeerState& peer) noexcept;
   void send_to_self(RequestSlot* slot) noexcept;
   // Copies a message that starts with a MessageHeader to a bounce, gives back the credits
@@ -276,15 +279,19 @@ class Engine {
   int size_;
   RequestTable requests_;
   boost::lockfree::queue<Command> commands_;
-  std::mutex progress_mutex_;
+  std::atomic<std::uint32_t> commands_queued_{0};  // pushed, maybe not popped: a pass with 0 skips the queue
+  ProgressLock progress_mutex_;
 
   // Owned by the thread holding progress_mutex_.
   std::vector<PeerState> peers_;
   std::vector<void*> receive_buffers_;
   std::size_t receive_buffer_bytes_ = 0;
-  std::list<RequestSlot*> posted_;
+  static constexpr std::size_t kInlineEagerBytes = 256;
+  std::size_t inline_eager_bytes_ = 0;  // eager messages this small skip the bounce buffer
+  PostedReceives posted_;
   std::deque<UnexpectedMessage> unexpected_;
   std::deque<Outgoing> backlog_;             // messages waiting for room, in order
+  std::array<transport::Completion, 16> poll_batch_;  // poll_transport's, filled by the transport
   std::deque<RequestSlot*> waiting_writes_;  // rendezvous writes that met back-pressure
   std::vector<std::unique_ptr<std::atomic<bool>>> dead_;  // written by the PMIx event thread
   std::atomic<std::uint64_t> deaths_{0};

@@ -44,13 +44,9 @@ bool Engine::match_unexpected(RequestSlot* slot) noexcept {
 }
 
 RequestSlot* Engine::match_posted(int source, int tag) noexcept {
-  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
-    if (!matches(*it, source, tag)) continue;
-    RequestSlot* slot = *it;
-    posted_.erase(it);
-    return slot;
-  }
-  return nullptr;
+  RequestSlot* slot = posted_.find_first([&](const RequestSlot* receive) { return matches(receive, source, tag); });
+  if (slot != nullptr) posted_.erase(slot);
+  return slot;
 }
 
 void Engine::on_receive(const transport::Completion& completion) noexcept {

@@ -21,18 +21,52 @@ void Engine::send_to_peer(RequestSlot* slot) noexcept {
 }
 
 // A sequence number is taken only once the message will go: a number that never
-// arrives would hold back every later message of the pair.
+// arrives would hold back every later message of the pair. A message the transport takes
+// at once (inject size) is built on the stack; larger ones go through a pinned bounce buffer.
 void Engine::send_eager(RequestSlot* slot, PeerState& peer) noexcept {
   std::size_t length = sizeof(MessageHeader) + slot->buffer_bytes;
-  auto* bounce = static_cast<std::byte*>(pinned_alloc(length, 64));
-  if (bounce == nullptr) return complete(slot, Errc::out_of_memory);
+  alignas(64) std::byte inline_bytes[kInlineEagerBytes];
+  bool send_inline = length <= inline_eager_bytes_ && backlog_.empty();
+  auto* message = send_inline ? inline_bytes : static_cast<std::byte*>(pinned_alloc(length, 64));
+  if (message == nullptr) return complete(slot, Errc::out_of_memory);
   MessageHeader header = make_header(MessageKind::eager, rank_, slot->tag, peer.next_send_sequence++,
                                      slot->buffer_bytes);
   spend_credit(slot->peer, header);
   stamp_credits(slot->peer, header);
-  std::memcpy(bounce, &header, sizeof header);
-  if (slot->buffer_bytes > 0) std::memcpy(bounce + sizeof header, slot->send_buffer, slot->buffer_bytes);
-  post_bounce(slot->peer, bounce, length, slot);  // completes the request once posted
+  std::memcpy(message, &header, sizeof header);
+  if (slot->buffer_bytes > 0) std::memcpy(message + sizeof header, slot->send_buffer, slot->buffer_bytes);
+  if (!send_inline) return post_bounce(slot->peer, message, length, slot);  // completes the request once posted
+  if (!inject(slot->peer, message, length, slot)) withdraw(slot->peer, header, slot);
+}
+
+// Hands a message on the stack to the transport, which copies it at once; on back-pressure
+// it moves to a bounce buffer and waits behind nothing (the backlog was empty). False only
+// when no pinned memory is left for that copy.
+bool Engine::inject(int peer_rank, const std::byte* message, std::size_t length, RequestSlot* eager_request) noexcept {
+  Status status = transport_->send(peers_[static_cast<std::size_t>(peer_rank)].transport_peer, message, length,
+                                   nullptr, make_context(ContextKind::send_bounce, 0));
+  if (status == Status::retry) {
+    std::byte* bounce = copy_to_bounce(peer_rank, message, length);
+    if (bounce == nullptr) return false;
+    post_bounce(peer_rank, bounce, length, eager_request);
+    return true;
+  }
+  messages_sent_.fetch_add(1, std::memory_order_relaxed);
+  if (status == Status::error)
+    log::error("runtime", "send to rank {} failed: {}", peer_rank, transport_->last_error().message());
+  complete(eager_request, status == Status::error ? transport_->last_error().code : Errc::ok);
+  return true;
+}
+
+// Undoes what send_eager took for a message that never left: its sequence number and the
+// credits it spent and carried.
+void Engine::withdraw(int peer_rank, const MessageHeader& header, RequestSlot* eager_request) noexcept {
+  PeerState& peer = peers_[static_cast<std::size_t>(peer_rank)];
+  --peer.next_send_sequence;
+  if ((header.flags & kUsesCredit) != 0) ++peer.send_credits;
+  peer.credits_owed += header.credits_returned;
+  peer.credits_lent += header.credits_returned;
+  complete(eager_request, Errc::out_of_memory);
 }
 
 void Engine::send_rts(RequestSlot* slot, PeerState& peer) noexcept {

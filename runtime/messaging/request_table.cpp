@@ -36,7 +36,8 @@ RequestSlot* RequestTable::find(RequestId id) noexcept {
 }
 
 void RequestTable::release(RequestSlot* slot) noexcept {
-  slot->generation.fetch_add(1, std::memory_order_acq_rel);
+  // Only the thread that finished the request releases it: no other writer to race.
+  slot->generation.store(slot->generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   slot->state.store(SlotState::free, std::memory_order_release);
   free_.push(static_cast<std::uint32_t>(slot - slots_.get()));
 }

@@ -42,6 +42,40 @@ struct RequestSlot {
   transport::RemoteBuffer remote{};   // the peer's buffer (put: target; get: source)
   RequestId peer_request{};           // the other side's request
   RendezvousProtocol protocol = RendezvousProtocol::put;
+  // Links in the engine's list of posted receives (PostedReceives).
+  RequestSlot* posted_next = nullptr;
+  RequestSlot* posted_prev = nullptr;
+};
+
+// Posted receives in post order, linked through the slots themselves: posting and
+// matching a receive allocate nothing.
+class PostedReceives {
+ public:
+  void push_back(RequestSlot* slot) noexcept {
+    slot->posted_next = nullptr;
+    slot->posted_prev = tail_;
+    (tail_ != nullptr ? tail_->posted_next : head_) = slot;
+    tail_ = slot;
+  }
+  void erase(RequestSlot* slot) noexcept {
+    (slot->posted_prev != nullptr ? slot->posted_prev->posted_next : head_) = slot->posted_next;
+    (slot->posted_next != nullptr ? slot->posted_next->posted_prev : tail_) = slot->posted_prev;
+    slot->posted_next = slot->posted_prev = nullptr;
+  }
+  [[nodiscard]] bool contains(const RequestSlot* slot) const noexcept {
+    return slot->posted_prev != nullptr || head_ == slot;
+  }
+  // The first slot satisfying `wanted`, in post order, or nullptr.
+  template <typename Predicate>
+  [[nodiscard]] RequestSlot* find_first(Predicate wanted) const noexcept {
+    for (RequestSlot* slot = head_; slot != nullptr; slot = slot->posted_next)
+      if (wanted(slot)) return slot;
+    return nullptr;
+  }
+
+ private:
+  RequestSlot* head_ = nullptr;
+  RequestSlot* tail_ = nullptr;
 };
 
 class RequestTable {

@@ -65,6 +65,9 @@ Status OfiTransport::send(PeerIndex peer, const void* buffer, std::size_t length
     ssize_t result = fi_inject(endpoint_, buffer, length, peer);
     if (result == 0) return Status::done;
     if (result == -FI_EAGAIN) return Status::retry;
+    return fail(errc_of(static_cast<int>(-result)),
+                fmt::format("fi_inject on {} failed: {}", name_, fi_strerror(static_cast<int>(-result))),
+                "run with FI_LOG_LEVEL=warn for the provider's reason", static_cast<int>(-result));
   }
   if (!resolve_descriptor(buffer, descriptor)) return Status::error;
   Operation* operation = operations_.acquire(CompletionKind::send_done, peer, context,
