@@ -210,7 +210,8 @@ const Error& Engine::last_error() const noexcept { return t_last_error; }
 
 Status Engine::start_internal(RequestKind kind, void* buffer, std::size_t bytes, int peer, int tag,
                               Request& request) noexcept {
-  RequestSlot* slot = requests_.acquire(kind, request);
+  std::unique_lock lock(progress_mutex_, std::try_to_lock);
+  RequestSlot* slot = lock.owns_lock() ? requests_.acquire_locked(kind, request) : requests_.acquire(kind, request);
   if (slot == nullptr)
     return refuse(Errc::limit_exceeded, fmt::format("all {} requests are in flight", requests_.capacity()),
                   "wait for some, or raise TETHER_MAX_REQUESTS");
@@ -220,7 +221,6 @@ Status Engine::start_internal(RequestKind kind, void* buffer, std::size_t bytes,
   slot->peer = peer;
   slot->tag = tag;
   slot->info.bytes = kind == RequestKind::send ? bytes : 0;
-  std::unique_lock lock(progress_mutex_, std::try_to_lock);
   if (lock.owns_lock() && commands_.empty()) {  // nothing started earlier waits: start it here
     run_command(slot);
     progress_locked();
@@ -285,13 +285,14 @@ Status Engine::start_receive(void* buffer, std::size_t bytes, int source, int ta
   return start_internal(RequestKind::receive, buffer, bytes, source, tag, request);
 }
 
-Status Engine::finish_test(RequestSlot* slot, Request& request, MessageInfo* info) noexcept {
+Status Engine::finish_test(RequestSlot* slot, Request& request, MessageInfo* info, bool locked) noexcept {
   SlotState state = slot->state.load(std::memory_order_acquire);
   if (state == SlotState::pending) return Status::posted;
   if (info != nullptr) *info = slot->info;
   Errc error = slot->info.error;
   if (error != Errc::ok) (void)refuse_failed(slot, error);
-  requests_.release(slot);
+  if (locked) requests_.release_locked(slot);
+  else requests_.release(slot);
   request = Request{};
   return error == Errc::ok ? Status::done : Status::error;
 }
@@ -316,10 +317,30 @@ Status Engine::test(Request& request, MessageInfo* info) noexcept {
   return finish_test(slot, request, info);
 }
 
+// Polls in bursts under one taking of the progress lock, as many passes as a waiting loop
+// makes between yields (TETHER_YIELD): a pass costs no lock and no request lookup.
 Status Engine::wait(Request& request, MessageInfo* info) noexcept {
+  RequestSlot* slot = requests_.find(request);
+  if (slot == nullptr) return test(request, info);  // names the error
+  auto waiting = [&] {
+    return slot->state.load(std::memory_order_acquire) == SlotState::pending &&
+           slot->generation.load(std::memory_order_relaxed) == request.generation;
+  };
+  unsigned polls_per_yield = base::g_polls_per_yield.load(std::memory_order_relaxed);
   for (unsigned polls = 1;; ++polls) {
-    Status status = test(request, info);
-    if (status != Status::posted) return status;
+    std::unique_lock lock(progress_mutex_, std::try_to_lock);
+    if (lock.owns_lock()) {
+      while (waiting()) {
+        progress_locked();
+        if (polls % polls_per_yield == 0) break;
+        ++polls;
+      }
+    }
+    if (!waiting()) {
+      if (slot->generation.load(std::memory_order_relaxed) != request.generation) return test(request, info);
+      return finish_test(slot, request, info, lock.owns_lock());
+    }
+    if (lock.owns_lock()) lock.unlock();
     base::pause_while_waiting(polls);
   }
 }

@@ -179,7 +179,8 @@ class Engine {
   void note_death(int peer, std::string_view why) noexcept;
   void wait_for_peers_to_finish() noexcept;
   Status refuse(Errc code, std::string cause, std::string remedy) noexcept;
-  Status finish_test(RequestSlot* slot, Request& request, MessageInfo* info) noexcept;
+  // `locked`: the caller holds the progress lock.
+  Status finish_test(RequestSlot* slot, Request& request, MessageInfo* info, bool locked = false) noexcept;
   Status refuse_failed(const RequestSlot* slot, Errc error) noexcept;
 
   // Peer liveness: probes and TETHER_PEER_TIMEOUT (engine_liveness.cpp).

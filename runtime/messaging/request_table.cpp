@@ -5,11 +5,23 @@ namespace tether::messaging {
 RequestTable::RequestTable(std::uint32_t capacity)
     : capacity_(capacity), slots_(new RequestSlot[capacity]), free_(capacity) {
   for (std::uint32_t i = capacity; i-- > 0;) free_.bounded_push(i);
+  free_locked_.reserve(capacity);
 }
 
 RequestSlot* RequestTable::acquire(RequestKind kind, Request& request) noexcept {
   std::uint32_t index = 0;
   if (!free_.pop(index)) return nullptr;
+  return prepare(index, kind, request);
+}
+
+RequestSlot* RequestTable::acquire_locked(RequestKind kind, Request& request) noexcept {
+  if (free_locked_.empty()) return acquire(kind, request);
+  std::uint32_t index = free_locked_.back();
+  free_locked_.pop_back();
+  return prepare(index, kind, request);
+}
+
+RequestSlot* RequestTable::prepare(std::uint32_t index, RequestKind kind, Request& request) noexcept {
   RequestSlot& slot = slots_[index];
   slot.kind = kind;
   slot.info = MessageInfo{};
@@ -35,11 +47,20 @@ RequestSlot* RequestTable::find(RequestId id) noexcept {
   return find(Request{id.index, id.generation});
 }
 
-void RequestTable::release(RequestSlot* slot) noexcept {
-  // Only the thread that finished the request releases it: no other writer to race.
+// Only the thread that finished the request releases it: no other writer to race.
+void RequestTable::retire(RequestSlot* slot) noexcept {
   slot->generation.store(slot->generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   slot->state.store(SlotState::free, std::memory_order_release);
+}
+
+void RequestTable::release(RequestSlot* slot) noexcept {
+  retire(slot);
   free_.push(static_cast<std::uint32_t>(slot - slots_.get()));
+}
+
+void RequestTable::release_locked(RequestSlot* slot) noexcept {
+  retire(slot);
+  free_locked_.push_back(static_cast<std::uint32_t>(slot - slots_.get()));
 }
 
 std::size_t RequestTable::pending_count() const noexcept {

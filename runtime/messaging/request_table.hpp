@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include <boost/lockfree/stack.hpp>
 
@@ -88,6 +89,10 @@ class RequestTable {
   RequestSlot* find(const Request& request) noexcept;
   RequestSlot* find(RequestId id) noexcept;
   void release(RequestSlot* slot) noexcept;
+  // For a caller holding the engine's progress lock: slots released under it wait in a
+  // list of their own and are handed out again without a compare-and-swap.
+  RequestSlot* acquire_locked(RequestKind kind, Request& request) noexcept;
+  void release_locked(RequestSlot* slot) noexcept;
   // The slot at `index`, for the engine that owns pending slots.
   [[nodiscard]] RequestSlot* at(std::uint32_t index) noexcept { return &slots_[index]; }
   [[nodiscard]] std::size_t pending_count() const noexcept;
@@ -96,8 +101,12 @@ class RequestTable {
 
  private:
   std::uint32_t capacity_;
+  RequestSlot* prepare(std::uint32_t index, RequestKind kind, Request& request) noexcept;
+  void retire(RequestSlot* slot) noexcept;
+
   std::unique_ptr<RequestSlot[]> slots_;
   boost::lockfree::stack<std::uint32_t> free_;
+  std::vector<std::uint32_t> free_locked_;  // reserved to capacity: pushing never allocates
 };
 
 }  // namespace tether::messaging
