@@ -189,6 +189,8 @@ class Cache {
  private:
   // Hit path (registration_cache.cpp).
   Entry* take_hit(std::uintptr_t address, Access access) noexcept;
+  Expected<void> acquire_rest(RcacheHandle& handle, Entry* entry, std::uintptr_t cursor, std::uintptr_t end,
+                              Access access, std::uintptr_t request_start, std::size_t length);
   [[gnu::noinline, gnu::cold]] Entry* back_off(Entry* entry) noexcept;
   void drain_pending() noexcept;
 

@@ -21,20 +21,24 @@ __attribute__((tls_model("initial-exec"))) thread_local int t_critical_depth = 0
 
 std::uintptr_t align_down(std::uintptr_t value) noexcept { return value & ~(kPageBytes - 1); }
 
-Expected<std::uintptr_t> checked_end(const void* address, std::size_t length) {
+// The request's end rounded up to a page, or 0 when the request is malformed (NULL, zero
+// length, or running past the end of the address space): refuse_request says which.
+std::uintptr_t page_end(const void* address, std::size_t length) noexcept {
   auto start = reinterpret_cast<std::uintptr_t>(address);
-  if (address == nullptr)
-    return make_error(Errc::invalid_argument, "acquire() was given a NULL address",
-                      "pass the buffer that is sent or received");
-  if (length == 0)
-    return make_error(Errc::invalid_argument, fmt::format("acquire({}, 0) asks for zero bytes", address),
-                      "skip registration for empty messages");
   constexpr auto kMax = std::numeric_limits<std::uintptr_t>::max();
-  if (length > kMax - start || start + length > kMax - kPageBytes)
-    return make_error(Errc::invalid_argument,
-                      fmt::format("acquire({}, {}) runs past the end of the address space", address, length),
-                      "pass the real length of the buffer");
+  if (address == nullptr || length == 0 || length > kMax - start || start + length > kMax - kPageBytes) return 0;
   return (start + length + kPageBytes - 1) & ~(kPageBytes - 1);
+}
+
+[[gnu::cold, gnu::noinline]] Error refuse_request(const void* address, std::size_t length) {
+  if (address == nullptr)
+    return Error{Errc::invalid_argument, 0, "acquire() was given a NULL address", "pass the buffer that is sent or received"};
+  if (length == 0)
+    return Error{Errc::invalid_argument, 0, fmt::format("acquire({}, 0) asks for zero bytes", address),
+                 "skip registration for empty messages"};
+  return Error{Errc::invalid_argument, 0,
+               fmt::format("acquire({}, {}) runs past the end of the address space", address, length),
+               "pass the real length of the buffer"};
 }
 
 // The pool's arenas are DONTFORK: a forked child inherits the pool's map of them but not
@@ -96,15 +100,20 @@ Entry* Cache::take_hit(std::uintptr_t address, Access access) noexcept {
   return entry;
 }
 
+// The common case, one entry covering the whole request, returns from here; requests
+// spanning entries, misses and errors go on in acquire_rest. Every return names `result`
+// so the handle is built in place (moving a freshly written handle into an Expected
+// stalled on store forwarding: half the hit's time).
 Expected<RcacheHandle> Cache::acquire(const void* address, std::size_t length, Access access) {
-  auto end = checked_end(address, length);
-  if (!end) return tl::unexpected(end.error());
+  Expected<RcacheHandle> result{tl::in_place};
+  std::uintptr_t end = page_end(address, length);
+  if (end == 0) [[unlikely]] {
+    result = tl::unexpected(refuse_request(address, length));
+    return result;
+  }
   if (uffd_running()) uffd_wait_idle();
   if (pending_count_.load(std::memory_order_acquire) != 0) drain_pending();
   static_cast<void>(ref_slot());  // take_hit's
-  // Built in place and returned by NRVO: moving a freshly written handle into an Expected
-  // stalled on store forwarding (half the hit's time).
-  Expected<RcacheHandle> result{tl::in_place};
   RcacheHandle& handle = *result;
   handle.cache_ = this;
   PoolLocation location;
@@ -117,18 +126,31 @@ Expected<RcacheHandle> Cache::acquire(const void* address, std::size_t length, A
     return result;
   }
   std::uintptr_t cursor = align_down(reinterpret_cast<std::uintptr_t>(address));
-  while (cursor < *end) {
-    Entry* entry = take_hit(cursor, access);
+  Entry* entry = take_hit(cursor, access);
+  if (entry != nullptr && entry->end >= end) [[likely]] {
+    handle.inline_[0] = entry;
+    handle.count_ = 1;
+    return result;
+  }
+  auto rest = acquire_rest(handle, entry, cursor, end, access, reinterpret_cast<std::uintptr_t>(address), length);
+  if (!rest) result = tl::unexpected(rest.error());
+  return result;
+}
+
+// From `cursor` on (`entry`: the hit at `cursor`, if any), entry after entry to `end`.
+Expected<void> Cache::acquire_rest(RcacheHandle& handle, Entry* entry, std::uintptr_t cursor, std::uintptr_t end,
+                                   Access access, std::uintptr_t request_start, std::size_t length) {
+  for (;;) {
     if (entry == nullptr) {
-      auto registered = take_or_register(cursor, *end, access, reinterpret_cast<std::uintptr_t>(address),
-                                         reinterpret_cast<std::uintptr_t>(address) + length);
+      auto registered = take_or_register(cursor, end, access, request_start, request_start + length);
       if (!registered) return tl::unexpected(registered.error());
       entry = *registered;
     }
     handle.push(entry);
     cursor = entry->end;
+    if (cursor >= end) return {};
+    entry = take_hit(cursor, access);
   }
-  return result;
 }
 
 // A reference taken on an entry that turned out dying, recycled or not covering: dropped
@@ -222,7 +244,7 @@ void RcacheHandle::release_entries() noexcept {
   if (pool_registrations_ == nullptr) {
     for (std::size_t i = 0; i < count_; ++i) cache_->release(entries()[i]);
   }
-  std::free(spill_);
+  if (spill_ != nullptr) std::free(spill_);
   spill_ = nullptr;
   count_ = 0;
   capacity_ = kInline;
