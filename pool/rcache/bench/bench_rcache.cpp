@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <vector>
 
@@ -125,6 +126,8 @@ void release(Cache& cache, auto& token) {
 template <class Cache>
 struct Fixture {
   static Fixture& get(std::size_t regions) {
+    static std::mutex making;  // the two-thread workloads ask from both threads at once
+    std::lock_guard guard(making);
     static std::map<std::size_t, std::unique_ptr<Fixture>> made;
     auto& slot = made[regions];
     if (!slot) slot.reset(new Fixture(regions));
