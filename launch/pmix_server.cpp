@@ -179,6 +179,9 @@ PmixServer::~PmixServer() {
     if (rc != PMIX_SUCCESS) log::warn("launch", "PMIx_server_finalize failed: {}", pmix::status_text(rc));
   } else {
     log::info("launch", "not finalizing the PMIx server: some ranks ended without PMIx_Finalize");
+    // Its thread runs on and may still report a client's finalize: the flags it writes
+    // stay allocated until the process exits.
+    static_cast<void>(finalized_.release());
   }
   if (wake_fd_ >= 0) close(wake_fd_);
 }

@@ -40,7 +40,7 @@ if [ "${TETHER_TEST_QUICK:-0}" != 1 ]; then
   echo "== TSan build and the threaded tests (names with Thread or Concurrent)"
   build build/tsan -DCMAKE_BUILD_TYPE=Debug -DTETHER_SANITIZE=thread -DTETHER_BUILD_BENCH=OFF \
     --target tether-unit-tests tether-rcache-tests
-  TSAN_OPTIONS=halt_on_error=1 run_ctest build/tsan -R "Thread|Concurrent"
+  TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" run_ctest build/tsan -R "Thread|Concurrent"
   echo "== libFuzzer targets of the wire decoders, ${TETHER_FUZZ_SECONDS:-10} s each (tests/fuzz)"
   bash tests/fuzz/run.sh build/fuzz || failures=$((failures + 1))
 fi

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -171,6 +173,40 @@ void many(Runtime& runtime) {
     for (int i = 0; i < kPerPeer; ++i)
       CHECK(in[static_cast<std::size_t>(peer * kPerPeer + i)] == (static_cast<std::uint64_t>(peer) << 32 | static_cast<std::uint64_t>(i)),
             "peer {} message {}", peer, i);
+}
+
+// Several application threads per rank at once, each exchanging with the other rank on
+// its own tag: small (inline eager), bounce-buffer eager and rendezvous sizes, every
+// message checksummed. Runs with and without TETHER_PROGRESS_THREAD.
+void threads(Runtime& runtime) {
+  CHECK(runtime.size() == 2, "threads runs on 2 ranks, not {}", runtime.size());
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 300;
+  int peer = 1 - runtime.rank();
+  std::atomic<int> failures{0};
+  auto exchange = [&](int thread) {
+    for (int round = 0; round < kRounds; ++round) {
+      std::size_t bytes = round % 3 == 0 ? 8 : round % 3 == 1 ? 2048 : 100000;
+      std::vector<std::byte> out(bytes), in(bytes), expected(bytes);
+      std::uint64_t seed = static_cast<std::uint64_t>(thread * kRounds + round);
+      fill(out.data(), bytes, seed * 2 + static_cast<std::uint64_t>(runtime.rank()));
+      std::uint64_t wanted = fill(expected.data(), bytes, seed * 2 + static_cast<std::uint64_t>(peer));
+      Request receive, send;
+      MessageInfo info;
+      if (runtime.irecv(in.data(), bytes, peer, 100 + thread, receive) == Status::error ||
+          runtime.isend(out.data(), bytes, peer, 100 + thread, send) == Status::error ||
+          runtime.wait(send) != Status::done || runtime.wait(receive, &info) != Status::done ||
+          info.received_bytes != bytes || checksum(in.data(), bytes) != wanted) {
+        failures.fetch_add(1);
+        return;
+      }
+    }
+  };
+  std::vector<std::thread> workers;
+  for (int thread = 0; thread < kThreads; ++thread) workers.emplace_back(exchange, thread);
+  for (std::thread& worker : workers) worker.join();
+  CHECK(failures.load() == 0, "{} of {} threads saw a failed or corrupted exchange: {}", failures.load(), kThreads,
+        runtime.last_error().message());
 }
 
 // Bad arguments are refused with a clear error and nothing starts.
@@ -363,7 +399,7 @@ int main(int argc, char** argv) {
       {"sizes", [](Runtime& r) { sizes(r, false); }}, {"sizes-pool", [](Runtime& r) { sizes(r, true); }},
       {"ordering", ordering}, {"wildcards", wildcards}, {"truncation", truncation}, {"many", many},
       {"bad-input", bad_input}, {"peer-death", peer_death}, {"pressure", pressure},
-      {"memlock-refused", memlock_refused}};
+      {"memlock-refused", memlock_refused}, {"threads", threads}};
   auto found = scenarios.find(scenario);
   if (found == scenarios.end()) {
     fmt::print(stderr, "unknown scenario {}\n", scenario);

@@ -196,6 +196,22 @@ TEST(MessagingPressureTest, FloodAndExhaustedPoolGiveClearErrorsAndEveryMessageA
   }
 }
 
+// Four application threads per rank send and receive at once on their own tags, with and
+// without a progress thread: every message arrives checksummed (tether-messaging-check
+// threads). Runs under TSan too.
+TEST(MessagingThreadsTest, FourThreadsPerRankExchangeAtOnce) {
+  for (std::string progress_thread : {"off", "on"}) {
+    std::vector<std::string> environment = environment_for({"threads", 2, "shm", "put"});
+    environment.push_back("TETHER_PROGRESS_THREAD=" + progress_thread);
+    Outcome outcome = run({TETHER_RUN_PATH, "-n", "2", "--timeout", "120s", MESSAGING_CHECK_PATH, "threads"},
+                          environment, std::chrono::seconds(150));
+    EXPECT_EQ(outcome.exit_code, 0) << "progress thread " << progress_thread << "\n" << outcome.output;
+    for (int rank = 0; rank < 2; ++rank)
+      EXPECT_NE(outcome.output.find("rank " + std::to_string(rank) + ": threads passed"), std::string::npos)
+          << outcome.output;
+  }
+}
+
 // Rank 0 cannot register user memory (TETHER_INJECT_MEMLOCK_FAILURE, as at the locked-memory
 // limit): a rendezvous into its malloc'd buffer is refused, both sides fail with
 // memlock_limit naming the fix, the buffer is untouched, and rank 0 keeps receiving from
