@@ -212,6 +212,10 @@ Status Engine::start_internal(RequestKind kind, void* buffer, std::size_t bytes,
                               Request& request) noexcept {
   std::unique_lock lock(progress_mutex_, std::try_to_lock);
   RequestSlot* slot = lock.owns_lock() ? requests_.acquire_locked(kind, request) : requests_.acquire(kind, request);
+  if (slot == nullptr && !lock.owns_lock()) {  // the free slots may all sit in the lock holder's list
+    lock.lock();
+    slot = requests_.acquire_locked(kind, request);
+  }
   if (slot == nullptr)
     return refuse(Errc::limit_exceeded, fmt::format("all {} requests are in flight", requests_.capacity()),
                   "wait for some, or raise TETHER_MAX_REQUESTS");

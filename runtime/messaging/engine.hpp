@@ -200,8 +200,8 @@ class Engine {
   // Sending (engine_send.cpp).
   void send_to_peer(RequestSlot* slot) noexcept;
   void send_eager(RequestSlot* slot, PeerState& peer) noexcept;
-  bool inject(int peer_rank, const std::byte* message, std::size_t length, RequestSlot* eager_request) noexcept;
-  void withdraw(int peer_rank, const MessageHeader& header, RequestSlot* eager_request) noexcept;
+  Errc inject(int peer_rank, const std::byte* message, std::size_t length, RequestSlot* eager_request) noexcept;
+  void withdraw(int peer_rank, const MessageHeader& header, RequestSlot* eager_request, Errc why) noexcept;
   void send_rts(RequestSlot* slot, PeerState& peer) noexcept;
   void send_to_self(RequestSlot* slot) noexcept;
   // Copies a message that starts with a MessageHeader to a bounce, gives back the credits
@@ -292,7 +292,8 @@ class Engine {
   PostedReceives posted_;
   std::deque<UnexpectedMessage> unexpected_;
   std::deque<Outgoing> backlog_;             // messages waiting for room, in order
-  std::array<transport::Completion, 16> poll_batch_;  // poll_transport's, filled by the transport
+  static constexpr std::size_t kPollBatch = 16;
+  std::array<transport::Completion, kPollBatch> poll_batch_;  // poll_transport's, filled by the transport
   std::deque<RequestSlot*> waiting_writes_;  // rendezvous writes that met back-pressure
   std::vector<std::unique_ptr<std::atomic<bool>>> dead_;  // written by the PMIx event thread
   std::atomic<std::uint64_t> deaths_{0};

@@ -36,37 +36,42 @@ void Engine::send_eager(RequestSlot* slot, PeerState& peer) noexcept {
   std::memcpy(message, &header, sizeof header);
   if (slot->buffer_bytes > 0) std::memcpy(message + sizeof header, slot->send_buffer, slot->buffer_bytes);
   if (!send_inline) return post_bounce(slot->peer, message, length, slot);  // completes the request once posted
-  if (!inject(slot->peer, message, length, slot)) withdraw(slot->peer, header, slot);
+  Errc outcome = inject(slot->peer, message, length, slot);
+  if (outcome != Errc::ok) withdraw(slot->peer, header, slot, outcome);
 }
 
 // Hands a message on the stack to the transport, which copies it at once; on back-pressure
-// it moves to a bounce buffer and waits behind nothing (the backlog was empty). False only
-// when no pinned memory is left for that copy.
-bool Engine::inject(int peer_rank, const std::byte* message, std::size_t length, RequestSlot* eager_request) noexcept {
+// it moves to a bounce buffer and waits behind nothing (the backlog was empty). An error
+// means the message never left (the transport refused it, or no pinned memory was left
+// for the copy).
+Errc Engine::inject(int peer_rank, const std::byte* message, std::size_t length, RequestSlot* eager_request) noexcept {
   Status status = transport_->send(peers_[static_cast<std::size_t>(peer_rank)].transport_peer, message, length,
                                    nullptr, make_context(ContextKind::send_bounce, 0));
   if (status == Status::retry) {
     std::byte* bounce = copy_to_bounce(peer_rank, message, length);
-    if (bounce == nullptr) return false;
+    if (bounce == nullptr) return Errc::out_of_memory;
     post_bounce(peer_rank, bounce, length, eager_request);
-    return true;
+    return Errc::ok;
+  }
+  if (status == Status::error) {
+    log::error("runtime", "send to rank {} failed: {}", peer_rank, transport_->last_error().message());
+    Errc code = transport_->last_error().code;
+    return code == Errc::ok ? Errc::transport : code;
   }
   messages_sent_.fetch_add(1, std::memory_order_relaxed);
-  if (status == Status::error)
-    log::error("runtime", "send to rank {} failed: {}", peer_rank, transport_->last_error().message());
-  complete(eager_request, status == Status::error ? transport_->last_error().code : Errc::ok);
-  return true;
+  complete(eager_request, Errc::ok);
+  return Errc::ok;
 }
 
-// Undoes what send_eager took for a message that never left: its sequence number and the
-// credits it spent and carried.
-void Engine::withdraw(int peer_rank, const MessageHeader& header, RequestSlot* eager_request) noexcept {
+// Undoes what send_eager took for a message that never left: its sequence number (a gap
+// would hold back every later message of the pair) and the credits it spent and carried.
+void Engine::withdraw(int peer_rank, const MessageHeader& header, RequestSlot* eager_request, Errc why) noexcept {
   PeerState& peer = peers_[static_cast<std::size_t>(peer_rank)];
   --peer.next_send_sequence;
   if ((header.flags & kUsesCredit) != 0) ++peer.send_credits;
   peer.credits_owed += header.credits_returned;
   peer.credits_lent += header.credits_returned;
-  complete(eager_request, Errc::out_of_memory);
+  complete(eager_request, why);
 }
 
 void Engine::send_rts(RequestSlot* slot, PeerState& peer) noexcept {
@@ -106,7 +111,7 @@ bool Engine::post_control(int peer_rank, const void* bytes, std::size_t length) 
 std::byte* Engine::copy_to_bounce(int peer_rank, const void* bytes, std::size_t length) noexcept {
   auto* bounce = static_cast<std::byte*>(pinned_alloc(length, 64));
   if (bounce == nullptr) {
-    log::error("runtime", "no pinned memory for a {}-byte control message to rank {}: {}", length, peer_rank,
+    log::error("runtime", "no pinned memory for a {}-byte message to rank {}: {}", length, peer_rank,
                pinned_last_error().message());
     return nullptr;
   }
