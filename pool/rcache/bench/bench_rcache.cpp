@@ -2,6 +2,8 @@
 // use, side by side with the same mlock registrar and the same access patterns.
 //   tether-bench-rcache --benchmark_format=json
 #include <malloc.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -143,9 +145,37 @@ struct Fixture {
   Cache cache;
 };
 
+// With several threads, each runs on a CPU of its own for the workload (the scheduler
+// sometimes left both on one CPU for a whole short run), and gets its old mask back.
+class OwnCpu {
+ public:
+  explicit OwnCpu(const benchmark::State& state) {
+    if (state.threads() < 2 || ::pthread_getaffinity_np(::pthread_self(), sizeof saved_, &saved_) != 0) return;
+    int cpus = CPU_COUNT(&saved_);
+    int wanted = state.thread_index() % (cpus > 0 ? cpus : 1);
+    cpu_set_t own;
+    CPU_ZERO(&own);
+    for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (!CPU_ISSET(cpu, &saved_)) continue;
+      if (seen++ == wanted) CPU_SET(cpu, &own);
+    }
+    pinned_ = ::pthread_setaffinity_np(::pthread_self(), sizeof own, &own) == 0;
+  }
+  ~OwnCpu() {
+    if (pinned_) ::pthread_setaffinity_np(::pthread_self(), sizeof saved_, &saved_);
+  }
+  OwnCpu(const OwnCpu&) = delete;
+  OwnCpu& operator=(const OwnCpu&) = delete;
+
+ private:
+  cpu_set_t saved_{};
+  bool pinned_ = false;
+};
+
 template <class Cache>
 void hit(benchmark::State& state) {
   auto& fixture = Fixture<Cache>::get(static_cast<std::size_t>(state.range(0)));
+  OwnCpu own_cpu(state);
   std::size_t access = static_cast<std::size_t>(state.thread_index()) * 7919;
   for (auto _ : state) {
     auto token = fixture.cache.acquire(fixture.regions.region(access++), kPage);
