@@ -77,8 +77,6 @@ class ExposedRange {
   [[nodiscard]] const RemoteBuffer& remote() const noexcept { return remote_; }
   // The key is this range's own registration (false: the arena's key, or nothing).
   [[nodiscard]] bool has_own_registration() const noexcept { return registrar_ != nullptr; }
-  // Whether release() has anything to do.
-  [[nodiscard]] bool held() const noexcept { return registrar_ != nullptr || remote_.length != 0 || remote_.address != 0; }
   void release() noexcept;
 
  private:

@@ -89,7 +89,7 @@ RegistrationCache* Engine::user_cache() noexcept {
 }
 
 void Engine::unexpose(RequestSlot* slot) noexcept {
-  if (slot->pool_key.held()) slot->pool_key.release();  // TETHER_REMOTE_KEYS=exact: the peer's key stops working here
+  slot->pool_key.release();  // TETHER_REMOTE_KEYS=exact: the peer's key stops working here
   slot->cached.release();
   if (!slot->registered) return;
   user_registrar().deregister(slot->registration);

@@ -98,6 +98,7 @@ class RcacheHandle {
   // compiler from pairing the loads.
   template <typename T>
   static void copy_word(T& to, const T& from) noexcept {
+    static_assert(sizeof(T) <= sizeof(void*), "one register's worth at a time");
     T value = from;
     asm volatile("" : "+r"(value));
     to = value;
