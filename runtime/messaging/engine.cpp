@@ -330,22 +330,27 @@ Status Engine::wait(Request& request, MessageInfo* info) noexcept {
     return slot->state.load(std::memory_order_acquire) == SlotState::pending &&
            slot->generation.load(std::memory_order_relaxed) == request.generation;
   };
-  unsigned polls_per_yield = base::g_polls_per_yield.load(std::memory_order_relaxed);
-  for (unsigned polls = 1;; ++polls) {
+  const unsigned polls_per_yield = base::g_polls_per_yield.load(std::memory_order_relaxed);
+  unsigned polls_left = polls_per_yield;  // counted down: no division on the polling path
+  for (;;) {
     std::unique_lock lock(progress_mutex_, std::try_to_lock);
     if (lock.owns_lock()) {
-      while (waiting()) {
+      while (waiting() && polls_left > 0) {
         progress_locked();
-        if (polls % polls_per_yield == 0) break;
-        ++polls;
+        --polls_left;
       }
+    } else {
+      --polls_left;  // another thread polls: this try counts as one
     }
     if (!waiting()) {
       if (slot->generation.load(std::memory_order_relaxed) != request.generation) return test(request, info);
       return finish_test(slot, request, info, lock.owns_lock());
     }
     if (lock.owns_lock()) lock.unlock();
-    base::pause_while_waiting(polls);
+    if (polls_left == 0) {
+      polls_left = polls_per_yield;
+      std::this_thread::yield();
+    }
   }
 }
 
