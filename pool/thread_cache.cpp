@@ -11,7 +11,7 @@ struct ThreadExit {
   ~ThreadExit() {
     t_exiting = true;
     t_recent_span = {};
-    t_global_pool_cache = nullptr;
+    t_global_pool_cache = &g_no_thread_cache;
     for (ThreadCache*& cache : t_thread_caches) {
       if (cache == nullptr) continue;
       cache->pool->retire_thread_cache(cache);

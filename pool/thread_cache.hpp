@@ -11,7 +11,7 @@
 namespace tether::pool {
 
 struct ThreadCache {
-  explicit ThreadCache(SlabPool* owner) : pool(owner) {}
+  constexpr explicit ThreadCache(SlabPool* owner) : pool(owner) {}
 
   SlabPool* pool;
   std::array<FreeList, kClassCount> lists{};
@@ -64,24 +64,36 @@ inline std::atomic<std::uint8_t>* remembered_state(void* object) noexcept {
 inline thread_local std::array<ThreadCache*, kMaxPools> t_thread_caches
     __attribute__((tls_model("initial-exec"))){};
 
-// The allocation fast path, inline so that pinned_alloc makes no further call: an object
-// from this thread's cache (nullptr: none yet), or nullptr for SlabPool::allocate's slow path.
-inline void* allocate_from_thread_cache(ThreadCache* cache, std::size_t size, std::size_t alignment) noexcept {
-  int size_class;
-  // 1..1024 bytes at a power-of-two alignment up to 16 (unsigned wrap-around rejects 0).
-  if (size - 1 < kTableMaxBytes && alignment - 1 < 16 && (alignment & (alignment - 1)) == 0) [[likely]] {
-    size_class = kSmallClassTable[(size + 15) >> 4];
-  } else {
-    if (size == 0 || !is_power_of_two(alignment)) return nullptr;
-    size_class = class_for(size, alignment);
-    if (size_class == kNotAClass) return nullptr;
-  }
-  if (cache == nullptr) return nullptr;
-  FreeList& list = cache->lists[size_class];
+// Whether a request is in the small-class table: 1..1024 bytes (unsigned wrap-around
+// rejects 0) at an alignment of 1, 2, 4, 8 or 16.
+inline bool in_class_table(std::size_t size, std::size_t alignment) noexcept {
+  constexpr std::uint32_t kSmallAlignments = 0x10116;  // bits 1, 2, 4, 8, 16
+  return size - 1 < kTableMaxBytes && alignment <= 16 && ((kSmallAlignments >> alignment) & 1) != 0;
+}
+
+inline int table_class(std::size_t size) noexcept { return kSmallClassTable[(size + 15) >> 4]; }
+
+// The size class of a request the table does not hold, or kNotAClass.
+inline int other_class(std::size_t size, std::size_t alignment) noexcept {
+  if (size == 0 || !is_power_of_two(alignment)) return kNotAClass;
+  return class_for(size, alignment);
+}
+
+// An object of `size_class` from `cache`, or nullptr when its list is empty.
+inline void* pop_from_thread_cache(ThreadCache& cache, int size_class) noexcept {
+  FreeList& list = cache.lists[size_class];
   if (list.head == nullptr) return nullptr;
   void* object = pop(list);
   remembered_state(object)->store(Span::kLive, std::memory_order_relaxed);
   return object;
+}
+
+// The allocation fast path, inline so that pinned_alloc makes no further call: an object
+// from this thread's cache (nullptr: none yet), or nullptr for SlabPool::allocate's slow path.
+inline void* allocate_from_thread_cache(ThreadCache* cache, std::size_t size, std::size_t alignment) noexcept {
+  int size_class = in_class_table(size, alignment) ? table_class(size) : other_class(size, alignment);
+  if (size_class == kNotAClass || cache == nullptr) return nullptr;
+  return pop_from_thread_cache(*cache, size_class);
 }
 
 // The free fast path for a pointer inside a slab span's objects: true once the object is
@@ -143,8 +155,12 @@ inline bool free_to_recent_span(const RecentSpan& recent, void* pointer) noexcep
   return true;
 }
 
+// Stands in for a thread cache not made yet (or gone at thread exit): its lists stay
+// empty, so the allocation fast path needs no null check; nothing writes to it.
+inline constinit ThreadCache g_no_thread_cache{nullptr};
+
 // This thread's cache of the process-wide pool (pinned_alloc's), once it has one.
-inline thread_local ThreadCache* t_global_pool_cache __attribute__((tls_model("initial-exec"))) = nullptr;
+inline thread_local ThreadCache* t_global_pool_cache __attribute__((tls_model("initial-exec"))) = &g_no_thread_cache;
 
 // Creates this thread's cache for the pool; nullptr once the thread is exiting.
 ThreadCache* create_thread_cache(SlabPool* pool, int pool_id) noexcept;
