@@ -1,6 +1,8 @@
 // The public pool API over the process-wide SlabPool.
 #include "pool/slab_pool.hpp"
 #include "pool/thread_cache.hpp"
+#include <bit>
+
 #include <fmt/format.h>
 
 #include "runtime/base/log.hpp"
@@ -36,6 +38,7 @@ void remember_recent_span(Span& span) noexcept {
                    .state_stride = span.state_stride,
                    .cache_limit = span.owner->cache_limit(span.size_class),
                    .index_shift = span.index_shift,
+                   .state_shift = static_cast<std::uint8_t>(span.index_shift - std::countr_zero(span.state_stride)),
                    .thirds = span.thirds};
 }
 

@@ -127,6 +127,9 @@ struct alignas(64) RecentSpan {
   std::uint32_t state_stride = 1;
   std::uint32_t cache_limit = 0;
   std::uint8_t index_shift = 0;
+  // Not thirds: an object's state is at states + (offset >> state_shift), which is
+  // index * state_stride for a stride of 1 or 64 (offsets are multiples of the object size).
+  std::uint8_t state_shift = 0;
   bool thirds = false;
 };
 inline thread_local RecentSpan t_recent_span __attribute__((tls_model("initial-exec"))){};
@@ -138,12 +141,13 @@ inline thread_local RecentSpan t_recent_span __attribute__((tls_model("initial-e
 inline bool free_to_recent_span(const RecentSpan& recent, void* pointer) noexcept {
   std::size_t offset = reinterpret_cast<std::uintptr_t>(pointer) - recent.start;
   if ((offset & recent.misaligned) != 0) return false;
-  std::size_t index = offset >> recent.index_shift;
+  std::size_t state_offset = offset >> recent.state_shift;
   if (recent.thirds) [[unlikely]] {
+    std::size_t index = offset >> recent.index_shift;
     if (index % 3 != 0) return false;
-    index /= 3;
+    state_offset = index / 3 * recent.state_stride;
   }
-  auto& state = recent.states[index * recent.state_stride];
+  auto& state = recent.states[state_offset];
   FreeList& list = *recent.list;
   std::uint32_t limit = recent.cache_limit;
   if (state.load(std::memory_order_relaxed) != Span::kLive) return false;
