@@ -68,6 +68,7 @@ void write_entries(PeerView& view, InputReader& input) {
   while (!input.empty()) {
     Ring* ring = ring_at(view.mailbox, input.take<std::uint8_t>() % kRingsWritten);
     RingEntry& entry = ring->entries[input.take<std::uint8_t>() % kRingEntries];
+    entry.sequence.store(input.take<std::uint8_t>());
     entry.kind = static_cast<EntryKind>(input.take<std::uint8_t>() % 4);
     entry.length = input.take<std::uint32_t>();
     entry.notification = input.take<std::uint64_t>();

@@ -33,7 +33,7 @@ MailboxHeader* map_mailbox(std::span<const std::byte> address) {
   return mapped == MAP_FAILED ? nullptr : static_cast<MailboxHeader*>(mapped);
 }
 
-TEST(ShmOwnTest, CorruptedRingIndexIsReportedAndNeverFollowed) {
+TEST(ShmOwnTest, CorruptedRingEntryIsReportedAndNeverFollowed) {
   auto victim = [&](const ControlChannel& control) {
     ConnectedEndpoint endpoint("shm-own", control);
     ASSERT_TRUE(endpoint.ok());
@@ -59,7 +59,14 @@ TEST(ShmOwnTest, CorruptedRingIndexIsReportedAndNeverFollowed) {
     ASSERT_NE(mailbox, nullptr);
     for (std::uint32_t i = 0; i < mailbox->ring_count; ++i) {
       auto* ring = ring_at(mailbox, i);
-      if (ring->owner_pid.load() == static_cast<std::uint32_t>(::getpid())) ring->tail.store(ring->head.load() + 100000);
+      if (ring->owner_pid.load() != static_cast<std::uint32_t>(::getpid())) continue;
+      // The entry the victim reads next: a well-formed message under a sequence no lap gives.
+      std::uint64_t head = ring->head.load();
+      transport::shm::RingEntry& next = ring->entries[head % transport::shm::kRingEntries];
+      next.kind = transport::shm::EntryKind::message;
+      next.length = 5;
+      std::memcpy(next.payload, "evil", 5);
+      next.sequence.store(head + 100000, std::memory_order_release);
     }
     control.send_value(1);
     (void)endpoint.receive_value(control);

@@ -10,20 +10,27 @@
 namespace tether::transport::shm {
 
 inline constexpr std::uint32_t kMailboxMagic = 0x7e5a4d42;  // "te" shared mailbox
-inline constexpr std::uint32_t kMailboxVersion = 1;
+inline constexpr std::uint32_t kMailboxVersion = 2;  // 2: entries carry their sequence
 inline constexpr std::uint32_t kRingEntries = 64;
 inline constexpr std::size_t kEntryPayloadBytes = 8192 + 64;  // the default eager size and its header
 
 enum class EntryKind : std::uint32_t { message = 1, remote_write = 2 };
 
-struct RingEntry {
+// An entry starts a cache line, and its sequence (its position in the ring + 1, stored last
+// with release) says it is ready: the consumer polls the entry itself, so a small message
+// (up to 40 bytes of payload) arrives in the one line it polls.
+struct alignas(64) RingEntry {
+  std::atomic<std::uint64_t> sequence;
   EntryKind kind;
   std::uint32_t length;        // payload bytes (message) or bytes written (remote_write)
   std::uint64_t notification;  // remote_write
-  alignas(16) std::byte payload[kEntryPayloadBytes];
+  std::byte payload[kEntryPayloadBytes];
 };
+static_assert(offsetof(RingEntry, payload) == 24);
 
 // Head and tail on their own cache lines: the producer writes tail, the consumer head.
+// The consumer finds new entries by their sequence, not by reading tail (one line less per
+// message); tail tells a sender taking over the ring where the last one stopped.
 struct Ring {
   alignas(64) std::atomic<std::uint32_t> owner_pid;  // 0: free
   alignas(64) std::atomic<std::uint64_t> tail;       // entries pushed
@@ -53,10 +60,6 @@ struct MailboxHeader {
 
 // Checks of what a peer writes into shared memory; the reader copies each field once
 // and checks the copy, so a peer that keeps writing cannot change it after the check.
-// head and tail: 0..kRingEntries entries are waiting.
-[[nodiscard]] inline bool ring_indices_valid(std::uint64_t head, std::uint64_t tail) noexcept {
-  return tail >= head && tail - head <= kRingEntries;
-}
 // False for an entry to drop: unknown kind, or a message longer than an entry holds.
 [[nodiscard]] inline bool entry_valid(EntryKind kind, std::uint32_t length) noexcept {
   if (kind == EntryKind::remote_write) return true;  // length only reports what was written
@@ -70,7 +73,11 @@ struct RingWriter {
   std::uint64_t cached_head = 0;
   // A free entry to fill, or nullptr when the ring is full.
   [[nodiscard]] RingEntry* reserve() noexcept;
-  void publish() noexcept { ring->tail.store(++tail, std::memory_order_release); }
+  // Makes the entry reserve() gave ready for the consumer.
+  void publish(RingEntry& entry) noexcept {
+    entry.sequence.store(++tail, std::memory_order_release);
+    ring->tail.store(tail, std::memory_order_relaxed);
+  }
 };
 
 }  // namespace tether::transport::shm

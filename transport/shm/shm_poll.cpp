@@ -17,12 +17,15 @@ PeerIndex ShmTransport::peer_of_ring(std::uint32_t index) noexcept {
   return kUnknownPeer;
 }
 
-bool ShmTransport::ring_corrupt(Ring& ring, std::uint32_t index, std::uint64_t tail) noexcept {
-  std::uint64_t head = ring.head.load(std::memory_order_relaxed);
-  if (ring_indices_valid(head, tail)) return false;
+// An entry whose sequence is neither this lap's (ready) nor the last lap's (not yet
+// written; 0 before the first lap) means a peer wrote the ring or its head: reported once,
+// and the ring is ignored from then on.
+bool ShmTransport::ring_corrupt(Ring& ring, std::uint32_t index, std::uint64_t head, std::uint64_t sequence) noexcept {
+  std::uint64_t not_yet_written = head < kRingEntries ? 0 : head + 1 - kRingEntries;
+  if (sequence == not_yet_written) return false;
   ring_broken_[index] = 1;
-  log::error("transport", "shm-own ring {} (process {}) has tail {} and head {}: corrupted; ignored from now on",
-             index, ring.owner_pid.load(), tail, head);
+  log::error("transport", "shm-own ring {} (process {}) has head {} and an entry of sequence {}: corrupted; ignored from now on",
+             index, ring.owner_pid.load(), head, sequence);
   return true;
 }
 
@@ -30,9 +33,12 @@ bool ShmTransport::ring_corrupt(Ring& ring, std::uint32_t index, std::uint64_t t
 bool ShmTransport::take_entry(Ring& ring, std::uint32_t index, Completion& completion) noexcept {
   if (ring_broken_[index] != 0) return false;
   std::uint64_t head = ring.head.load(std::memory_order_relaxed);
-  std::uint64_t tail = ring.tail.load(std::memory_order_acquire);
-  if (head == tail || ring_corrupt(ring, index, tail)) return false;
-  const RingEntry& entry = ring.entries[head % kRingEntries];
+  RingEntry& entry = ring.entries[head % kRingEntries];
+  std::uint64_t sequence = entry.sequence.load(std::memory_order_acquire);
+  if (sequence != head + 1) {
+    static_cast<void>(ring_corrupt(ring, index, head, sequence));
+    return false;
+  }
   // One read of each field: the peer may rewrite the entry while it is checked.
   EntryKind kind = std::atomic_ref(const_cast<EntryKind&>(entry.kind)).load(std::memory_order_relaxed);
   std::uint32_t entry_length = std::atomic_ref(const_cast<std::uint32_t&>(entry.length)).load(std::memory_order_relaxed);

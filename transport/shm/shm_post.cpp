@@ -114,7 +114,7 @@ Status ShmTransport::send(PeerIndex peer, const void* buffer, std::size_t length
   entry->kind = EntryKind::message;
   entry->length = static_cast<std::uint32_t>(length);
   if (length > 0) std::memcpy(entry->payload, buffer, length);
-  peers_[peer].writer.publish();
+  peers_[peer].writer.publish(*entry);
   return Status::done;  // the bytes are in the peer's ring: the buffer may be reused
 }
 
@@ -195,7 +195,7 @@ Status ShmTransport::write_with_notification(PeerIndex peer, const void* buffer,
   entry->kind = EntryKind::remote_write;
   entry->length = static_cast<std::uint32_t>(length);
   entry->notification = notification;
-  peers_[peer].writer.publish();
+  peers_[peer].writer.publish(*entry);
   complete_locally(CompletionKind::write_done, peer, context, buffer, length);
   return Status::posted;
 }
