@@ -106,13 +106,15 @@ def mailbox_seeds():
     receives = bytes([2]) + struct.pack("<HH", 8256, 16)
     rings = struct.pack("<II", 64, 1) + bytes([1, 0, 2]) + bytes([0, 0, 0]) + bytes([0, 0, 0])
 
-    def entry(ring, slot, kind, length, note=0, fill=0x5A):
-        return struct.pack("<BBBIQB", ring, slot, kind, length, note, fill)
+    def entry(ring, slot, kind, length, note=0, fill=0x5A, sequence=None):
+        ready = slot + 1 if sequence is None else sequence  # head 0: slot k is ready at sequence k + 1
+        return struct.pack("<BBBBIQB", ring, slot, ready, kind, length, note, fill)
 
     return {
         "two-messages": receives + rings + entry(0, 0, 1, 100) + entry(0, 1, 1, 8256),
         "oversize-entry": receives + rings + entry(0, 0, 1, 9000) + entry(0, 1, 3, 4),
         "remote-write": receives + rings + entry(0, 0, 2, 64, note=0x8000100000000040) + entry(0, 1, 1, 0),
+        "wild-sequence": receives + rings + entry(0, 0, 1, 16, sequence=200) + entry(0, 1, 1, 16),
         "lying-header": bytes([1]) + struct.pack("<H", 64) + struct.pack("<II", 0xFFFFFFFF, 0xFFFFFFFF)
         + bytes([1, 200, 100]) + bytes([1, 0, 70]) + bytes([2, 0, 1]),
     }
