@@ -22,9 +22,7 @@ void ExposedRange::take(ExposedRange& other) noexcept {
   other.counters_ = nullptr;
 }
 
-void ExposedRange::release() noexcept {
-  remote_ = {};
-  if (registrar_ == nullptr) return;
+void ExposedRange::close_registration() noexcept {
   registrar_->deregister(registration_);
   registrar_ = nullptr;
   if (counters_ != nullptr) counters_->range_releases.fetch_add(1, std::memory_order_relaxed);

@@ -77,10 +77,15 @@ class ExposedRange {
   [[nodiscard]] const RemoteBuffer& remote() const noexcept { return remote_; }
   // The key is this range's own registration (false: the arena's key, or nothing).
   [[nodiscard]] bool has_own_registration() const noexcept { return registrar_ != nullptr; }
-  void release() noexcept;
+  // Inline: every request's completion releases its range, and most never held one.
+  void release() noexcept {
+    remote_ = {};
+    if (registrar_ != nullptr) close_registration();
+  }
 
  private:
   void take(ExposedRange& other) noexcept;
+  void close_registration() noexcept;
 
   RemoteBuffer remote_{};
   Registrar* registrar_ = nullptr;

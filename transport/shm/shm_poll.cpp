@@ -20,13 +20,11 @@ PeerIndex ShmTransport::peer_of_ring(std::uint32_t index) noexcept {
 // An entry whose sequence is neither this lap's (ready) nor the last lap's (not yet
 // written; 0 before the first lap) means a peer wrote the ring or its head: reported once,
 // and the ring is ignored from then on.
-bool ShmTransport::ring_corrupt(Ring& ring, std::uint32_t index, std::uint64_t head, std::uint64_t sequence) noexcept {
-  std::uint64_t not_yet_written = head < kRingEntries ? 0 : head + 1 - kRingEntries;
-  if (sequence == not_yet_written) return false;
+void ShmTransport::report_corrupt_ring(Ring& ring, std::uint32_t index, std::uint64_t head,
+                                       std::uint64_t sequence) noexcept {
   ring_broken_[index] = 1;
   log::error("transport", "shm-own ring {} (process {}) has head {} and an entry of sequence {}: corrupted; ignored from now on",
              index, ring.owner_pid.load(), head, sequence);
-  return true;
 }
 
 // Turns the ring's oldest entry into a completion; false when there is none to take.
@@ -35,8 +33,9 @@ bool ShmTransport::take_entry(Ring& ring, std::uint32_t index, Completion& compl
   std::uint64_t head = ring.head.load(std::memory_order_relaxed);
   RingEntry& entry = ring.entries[head % kRingEntries];
   std::uint64_t sequence = entry.sequence.load(std::memory_order_acquire);
-  if (sequence != head + 1) {
-    static_cast<void>(ring_corrupt(ring, index, head, sequence));
+  if (sequence != head + 1) [[unlikely]] {
+    std::uint64_t not_yet_written = head < kRingEntries ? 0 : head + 1 - kRingEntries;
+    if (sequence != not_yet_written) report_corrupt_ring(ring, index, head, sequence);
     return false;
   }
   // One read of each field: the peer may rewrite the entry while it is checked.

@@ -88,7 +88,7 @@ class ShmTransport final : public Transport {
 
   // Polling (shm_poll.cpp).
   bool take_entry(Ring& ring, std::uint32_t index, Completion& completion) noexcept;
-  bool ring_corrupt(Ring& ring, std::uint32_t index, std::uint64_t head, std::uint64_t sequence) noexcept;
+  [[gnu::cold]] void report_corrupt_ring(Ring& ring, std::uint32_t index, std::uint64_t head, std::uint64_t sequence) noexcept;
   PeerIndex peer_of_ring(std::uint32_t index) noexcept;
 
   struct PostedReceive {
