@@ -1,5 +1,5 @@
-// shm-own only: a ring whose indices were corrupted in shared memory is reported and
-// ignored, never followed, and the receiver keeps working.
+// shm-own only: a ring whose entry was corrupted in shared memory is reported and
+// ignored from then on, never followed, and the receiver keeps working.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -47,7 +47,11 @@ TEST(ShmOwnTest, CorruptedRingEntryIsReportedAndNeverFollowed) {
     (void)endpoint.receive_value(control); // done
     Completion after = endpoint.wait(CompletionKind::receive, 300ms);
     EXPECT_EQ(after.error, Errc::timeout) << "an entry of the corrupted ring was followed";
-    control.send_value(2);
+    control.send_value(2);                 // now the vandal gives the entry its proper sequence
+    (void)endpoint.receive_value(control); // done
+    Completion repaired = endpoint.wait(CompletionKind::receive, 300ms);
+    EXPECT_EQ(repaired.error, Errc::timeout) << "the ring was followed again after it was found corrupted";
+    control.send_value(3);
   };
   auto vandal = [&](const ControlChannel& control) {
     ConnectedEndpoint endpoint("shm-own", control);
@@ -57,21 +61,56 @@ TEST(ShmOwnTest, CorruptedRingEntryIsReportedAndNeverFollowed) {
     (void)endpoint.receive_value(control);
     MailboxHeader* mailbox = map_mailbox(address);
     ASSERT_NE(mailbox, nullptr);
+    transport::shm::RingEntry* next = nullptr;
+    std::uint64_t head = 0;
     for (std::uint32_t i = 0; i < mailbox->ring_count; ++i) {
       auto* ring = ring_at(mailbox, i);
       if (ring->owner_pid.load() != static_cast<std::uint32_t>(::getpid())) continue;
       // The entry the victim reads next: a well-formed message under a sequence no lap gives.
-      std::uint64_t head = ring->head.load();
-      transport::shm::RingEntry& next = ring->entries[head % transport::shm::kRingEntries];
-      next.kind = transport::shm::EntryKind::message;
-      next.length = 5;
-      std::memcpy(next.payload, "evil", 5);
-      next.sequence.store(head + 100000, std::memory_order_release);
+      head = ring->head.load();
+      next = &ring->entries[head % transport::shm::kRingEntries];
+      next->kind = transport::shm::EntryKind::message;
+      next->length = 5;
+      std::memcpy(next->payload, "evil", 5);
+      next->sequence.store(head + 100000, std::memory_order_release);
     }
+    ASSERT_NE(next, nullptr) << "the vandal owns no ring in the victim's mailbox";
     control.send_value(1);
+    (void)endpoint.receive_value(control);
+    next->sequence.store(head + 1, std::memory_order_release);  // a ready entry, were the ring still followed
+    control.send_value(2);
     (void)endpoint.receive_value(control);
   };
   auto outcome = run_pair(victim, vandal, std::chrono::seconds(60));
+  EXPECT_FALSE(outcome.timed_out);
+  EXPECT_EQ(outcome.status[0], 0);
+  EXPECT_EQ(outcome.status[1], 0);
+}
+
+TEST(ShmOwnTest, MailboxOfAnotherLayoutVersionIsRefusedWithBothVersionsNamed) {
+  auto receiver = [&](const ControlChannel& control) {
+    ConnectedEndpoint endpoint("shm-own", control);
+    ASSERT_TRUE(endpoint.ok());
+    MailboxHeader* mailbox = map_mailbox(endpoint->address());
+    ASSERT_NE(mailbox, nullptr);
+    mailbox->version = transport::shm::kMailboxVersion + 1;  // as a build with another layout made it
+    control.send_value(1);
+    (void)endpoint.receive_value(control);
+  };
+  auto sender = [&](const ControlChannel& control) {
+    ConnectedEndpoint endpoint("shm-own", control);
+    ASSERT_TRUE(endpoint.ok());
+    (void)endpoint.receive_value(control);
+    EXPECT_EQ(endpoint.post([&] { return endpoint->send(endpoint.peer(), "hello", 6, nullptr, 0); }), Status::error);
+    const Error& error = endpoint->last_error();
+    EXPECT_EQ(error.code, Errc::invalid_argument);
+    EXPECT_NE(error.cause.find(fmt::format("layout version {}", transport::shm::kMailboxVersion + 1)), std::string::npos)
+        << error.cause;
+    EXPECT_NE(error.cause.find(fmt::format("writes version {}", transport::shm::kMailboxVersion)), std::string::npos)
+        << error.cause;
+    control.send_value(1);
+  };
+  auto outcome = run_pair(receiver, sender, std::chrono::seconds(60));
   EXPECT_FALSE(outcome.timed_out);
   EXPECT_EQ(outcome.status[0], 0);
   EXPECT_EQ(outcome.status[1], 0);

@@ -30,7 +30,7 @@ static_assert(offsetof(RingEntry, payload) == 24);
 
 // Head and tail on their own cache lines: the producer writes tail, the consumer head.
 // The consumer finds new entries by their sequence, not by reading tail (one line less per
-// message); tail tells a sender taking over the ring where the last one stopped.
+// message); tail counts what the producer published, for a look at a live mailbox.
 struct Ring {
   alignas(64) std::atomic<std::uint32_t> owner_pid;  // 0: free
   alignas(64) std::atomic<std::uint64_t> tail;       // entries pushed

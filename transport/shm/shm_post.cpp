@@ -60,6 +60,13 @@ Status ShmTransport::attach(ShmPeer& peer) noexcept {
     return fail(Errc::invalid_argument, fmt::format("process {} has no valid tether mailbox", peer.pid),
                 "run the same tether version on every rank");
   }
+  if (std::uint32_t version = std::atomic_ref(mailbox->version).load(); version != kMailboxVersion) {
+    ::munmap(mapping->base, mapping->bytes);
+    return fail(Errc::invalid_argument,
+                fmt::format("process {}'s shm-own mailbox has layout version {}; this process writes version {}",
+                            peer.pid, version, kMailboxVersion),
+                "run the same tether build on every rank of a node");
+  }
   Ring* ring = claim_ring(mailbox, ring_count, static_cast<std::uint32_t>(::getpid()));
   if (ring == nullptr) {
     ::munmap(mapping->base, mapping->bytes);
