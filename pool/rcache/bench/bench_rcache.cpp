@@ -32,8 +32,8 @@ namespace {
 
 constexpr std::size_t kPage = 4096;
 // 256 KiB of indices: a 4 MiB list (1 << 20) streamed through L2 and evicted the entries,
-// which two threads then fetched from each other's caches (the two-thread hit ran 1.2-1.6x
-// one thread in some processes while unshared caches ran 1.9-2.0x in the same process).
+// which two threads then fetched from each other's caches (the two-thread hit ran 1.23-1.75x
+// one thread in 5 of 13 processes while unshared caches ran 1.94-2.05x in the same process).
 constexpr std::size_t kAccesses = std::size_t{1} << 16;
 
 // Page-sized regions in one mapping, and a random order to visit them in.
