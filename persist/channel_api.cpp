@@ -9,10 +9,9 @@ namespace {
 
 template <class Test>
 Status wait_until_done(Test&& test) noexcept {
-  for (unsigned polls = 1;; ++polls) {
+  for (base::YieldCountdown countdown;; countdown.after_poll()) {
     Status status = test();
     if (status != Status::posted) return status;
-    base::pause_while_waiting(polls);
   }
 }
 

@@ -9,7 +9,7 @@ namespace tether {
 
 Expected<void> wait_connected(std::span<SendChannel*> sends, std::span<ReceiveChannel*> receives) {
   // Test every handshake in turn, so no pair of ranks waits on each other's order.
-  for (unsigned polls = 1;; ++polls) {
+  for (base::YieldCountdown countdown;; countdown.after_poll()) {
     bool all_done = true;
     for (SendChannel* channel : sends) {
       Status status = channel->test_connected();
@@ -22,7 +22,6 @@ Expected<void> wait_connected(std::span<SendChannel*> sends, std::span<ReceiveCh
       all_done = all_done && status == Status::done;
     }
     if (all_done) return {};
-    base::pause_while_waiting(polls);
   }
 }
 
@@ -32,7 +31,7 @@ Status start_all(std::span<SendChannel*> channels, std::span<const std::size_t> 
   thread_local std::vector<std::uint8_t> started;
   started.assign(channels.size(), 0);
   std::size_t left = channels.size();
-  for (unsigned rounds = 1; left > 0; ++rounds) {
+  for (base::YieldCountdown countdown; left > 0;) {
     for (std::size_t i = 0; i < channels.size(); ++i) {
       if (started[i] != 0) continue;
       Status status = channels[i]->start(bytes[i]);
@@ -41,7 +40,7 @@ Status start_all(std::span<SendChannel*> channels, std::span<const std::size_t> 
       started[i] = 1;
       --left;
     }
-    if (left > 0) base::pause_while_waiting(rounds);
+    if (left > 0) countdown.after_poll();
   }
   return Status::posted;
 }

@@ -330,27 +330,23 @@ Status Engine::wait(Request& request, MessageInfo* info) noexcept {
     return slot->state.load(std::memory_order_acquire) == SlotState::pending &&
            slot->generation.load(std::memory_order_relaxed) == request.generation;
   };
-  const unsigned polls_per_yield = base::g_polls_per_yield.load(std::memory_order_relaxed);
-  unsigned polls_left = polls_per_yield;  // counted down: no division on the polling path
+  base::YieldCountdown countdown;
   for (;;) {
     std::unique_lock lock(progress_mutex_, std::try_to_lock);
     if (lock.owns_lock()) {
-      while (waiting() && polls_left > 0) {
+      while (waiting() && countdown.left() > 0) {
         progress_locked();
-        --polls_left;
+        countdown.spend();
       }
     } else {
-      --polls_left;  // another thread polls: this try counts as one
+      countdown.spend();  // another thread polls: this try counts as one
     }
     if (!waiting()) {
       if (slot->generation.load(std::memory_order_relaxed) != request.generation) return test(request, info);
       return finish_test(slot, request, info, lock.owns_lock());
     }
     if (lock.owns_lock()) lock.unlock();
-    if (polls_left == 0) {
-      polls_left = polls_per_yield;
-      std::this_thread::yield();
-    }
+    countdown.yield_if_due();
   }
 }
 
