@@ -100,11 +100,7 @@ Expected<void*> pinned_try_alloc(std::size_t size, std::size_t alignment) {
 }
 
 void* pinned_alloc(std::size_t size, std::size_t alignment) noexcept {
-  if (pool::in_class_table(size, alignment)) [[likely]] {
-    if (void* object = pool::pop_from_thread_cache(*pool::t_global_pool_cache, pool::table_class(size))) return object;
-  } else if (int size_class = pool::other_class(size, alignment); size_class != pool::kNotAClass) {
-    if (void* object = pool::pop_from_thread_cache(*pool::t_global_pool_cache, size_class)) return object;
-  }
+  if (void* object = pool::allocate_from_thread_cache(*pool::t_global_pool_cache, size, alignment)) return object;
   return pool::allocate_slowly(size, alignment);
 }
 

@@ -50,7 +50,9 @@ void shape_span(Span* span, int size_class) {
 }  // namespace
 
 void* SlabPool::allocate(std::size_t size, std::size_t alignment) noexcept {
-  if (void* object = allocate_from_thread_cache(t_thread_caches[id_], size, alignment)) return object;
+  ThreadCache* cache = t_thread_caches[id_];
+  if (void* object = allocate_from_thread_cache(cache != nullptr ? *cache : g_no_thread_cache, size, alignment))
+    return object;
   auto slow = try_allocate(size, alignment);
   if (slow) return *slow;
   t_last_error = slow.error();

@@ -88,12 +88,18 @@ inline void* pop_from_thread_cache(ThreadCache& cache, int size_class) noexcept 
   return object;
 }
 
+// Stands in for a thread cache not made yet (or gone at thread exit): its lists stay
+// empty, so the allocation fast path needs no null check; nothing writes to it.
+inline constinit ThreadCache g_no_thread_cache{nullptr};
+
 // The allocation fast path, inline so that pinned_alloc makes no further call: an object
-// from this thread's cache (nullptr: none yet), or nullptr for SlabPool::allocate's slow path.
-inline void* allocate_from_thread_cache(ThreadCache* cache, std::size_t size, std::size_t alignment) noexcept {
-  int size_class = in_class_table(size, alignment) ? table_class(size) : other_class(size, alignment);
-  if (size_class == kNotAClass || cache == nullptr) return nullptr;
-  return pop_from_thread_cache(*cache, size_class);
+// from `cache`, or nullptr for SlabPool::allocate's slow path (empty list, or a request no
+// class serves). A thread without a cache passes g_no_thread_cache (below).
+inline void* allocate_from_thread_cache(ThreadCache& cache, std::size_t size, std::size_t alignment) noexcept {
+  if (in_class_table(size, alignment)) [[likely]]
+    return pop_from_thread_cache(cache, table_class(size));
+  int size_class = other_class(size, alignment);
+  return size_class == kNotAClass ? nullptr : pop_from_thread_cache(cache, size_class);
 }
 
 // The free fast path for a pointer inside a slab span's objects: true once the object is
@@ -158,10 +164,6 @@ inline bool free_to_recent_span(const RecentSpan& recent, void* pointer) noexcep
   push(list, pointer, count);
   return true;
 }
-
-// Stands in for a thread cache not made yet (or gone at thread exit): its lists stay
-// empty, so the allocation fast path needs no null check; nothing writes to it.
-inline constinit ThreadCache g_no_thread_cache{nullptr};
 
 // This thread's cache of the process-wide pool (pinned_alloc's), once it has one.
 inline thread_local ThreadCache* t_global_pool_cache __attribute__((tls_model("initial-exec"))) = &g_no_thread_cache;
