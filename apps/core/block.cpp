@@ -1,5 +1,7 @@
 #include "apps/core/block.hpp"
 
+#include <algorithm>
+
 namespace tether::apps {
 
 Block::Block(const Problem& problem, int rank) : radius_(problem.radius), fields_(problem.fields) {
@@ -42,41 +44,106 @@ std::size_t Block::face_doubles(int face) const {
   return static_cast<std::size_t>(send_box(face).cells()) * static_cast<std::size_t>(fields_);
 }
 
+namespace {
+
+// A face across x is a column of rows only `radius` cells long: rows up to this many
+// cells are copied in line rather than through a memmove call per row.
+constexpr std::size_t kInlineCopyMaxCells = 4;
+
+void copy_row(const double* from, std::size_t count, double* to) {
+  if (count <= kInlineCopyMaxCells) {
+    for (std::size_t i = 0; i < count; ++i) to[i] = from[i];
+  } else {
+    std::copy_n(from, count, to);
+  }
+}
+
+void negate_row(const double* from, std::size_t count, double* to) {
+  for (std::size_t i = 0; i < count; ++i) to[i] = -from[i];
+}
+
+// Calls visit(first, count) for each run of cells of `box` along x: `count` consecutive
+// elements of a field of `block` starting at element `first`.
+template <class Visit>
+void for_each_row(const Block& block, const Box& box, Visit&& visit) {
+  const auto count = static_cast<std::size_t>(box.hi[0] - box.lo[0]);
+  for (std::int64_t z = box.lo[2]; z < box.hi[2]; ++z)
+    for (std::int64_t y = box.lo[1]; y < box.hi[1]; ++y) visit(block.index(box.lo[0], y, z), count);
+}
+
+}  // namespace
+
 void Block::pack(int face, std::span<double> buffer) const {
   Box box = send_box(face);
-  std::size_t at = 0;
+  double* out = buffer.data();
   for (int field = 0; field < fields_; ++field) {
     const double* values = current(field);
-    for_each_cell(box, [&](std::int64_t x, std::int64_t y, std::int64_t z) { buffer[at++] = values[index(x, y, z)]; });
+    for_each_row(*this, box, [&](std::size_t first, std::size_t count) {
+      copy_row(values + first, count, out);
+      out += count;
+    });
   }
 }
 
 void Block::unpack(int face, std::span<const double> buffer) {
   Box box = ghost_box(face);
-  std::size_t at = 0;
+  const double* in = buffer.data();
   for (int field = 0; field < fields_; ++field) {
     double* values = current(field);
-    for_each_cell(box, [&](std::int64_t x, std::int64_t y, std::int64_t z) { values[index(x, y, z)] = buffer[at++]; });
+    for_each_row(*this, box, [&](std::size_t first, std::size_t count) {
+      copy_row(in, count, values + first);
+      in += count;
+    });
   }
 }
 
+// Ghost at depth d (0 = touching the grid) mirrors the owned cell d - 1 deep, negated;
+// depth 0 mirrors itself and is therefore 0.
 void Block::reflect_at_edge(int face) {
-  int axis = face_axis(face);
-  bool high = face_is_high(face);
-  // Ghost at depth d (0 = touching the grid) mirrors the owned cell d - 1 deep, negated;
-  // depth 0 mirrors itself and is therefore 0.
-  Box box = ghost_box(face);
+  if (radius_ == 0) return;
+  if (face_axis(face) == 0) return reflect_across_x(face_is_high(face));
+  for (std::int64_t depth = 0; depth < radius_; ++depth) reflect_layer(face, depth);
+}
+
+// Along y or z the ghosts at one depth are a layer of whole rows, and their mirror layer
+// sits a fixed number of elements away.
+void Block::reflect_layer(int face, std::int64_t depth) {
+  const int axis = face_axis(face);
+  const bool high = face_is_high(face);
+  Box layer = ghost_box(face);
+  std::int64_t ghost_coordinate = high ? extent_[axis] + depth : -1 - depth;
+  layer.lo[axis] = ghost_coordinate;
+  layer.hi[axis] = ghost_coordinate + 1;
+  std::int64_t mirror_coordinate = high ? extent_[axis] - depth : depth - 1;
+  auto mirror_offset = static_cast<std::ptrdiff_t>((mirror_coordinate - ghost_coordinate) *
+                                                   (axis == 1 ? stride_y_ : stride_z_));
   for (int field = 0; field < fields_; ++field) {
     double* values = current(field);
-    for_each_cell(box, [&](std::int64_t x, std::int64_t y, std::int64_t z) {
-      Cells3 ghost_cell{x, y, z}, mirror{x, y, z};
-      std::int64_t depth = high ? ghost_cell[axis] - extent_[axis] : -1 - ghost_cell[axis];
-      if (depth == 0) {
-        values[index(x, y, z)] = 0.0;
-        return;
+    for_each_row(*this, layer, [&](std::size_t first, std::size_t count) {
+      double* ghost = values + first;
+      if (depth == 0) std::fill_n(ghost, count, 0.0);
+      else negate_row(ghost + mirror_offset, count, ghost);
+    });
+  }
+}
+
+// Across x the ghosts of a row are `radius` cells at one end of it: every depth at once,
+// row by row.
+void Block::reflect_across_x(bool high) {
+  Box rows = ghost_box(high ? 1 : 0);
+  rows.hi[0] = rows.lo[0] + 1;  // one visit per row
+  const std::int64_t edge = high ? extent_[0] : 0;
+  for (int field = 0; field < fields_; ++field) {
+    double* values = current(field);
+    for_each_row(*this, rows, [&](std::size_t first, std::size_t) {
+      double* row = values + first + (edge - rows.lo[0]);  // cell x = edge of this row
+      if (high) {
+        row[0] = 0.0;
+        for (std::int64_t depth = 1; depth < radius_; ++depth) row[depth] = -row[-depth];
+      } else {
+        row[-1] = 0.0;
+        for (std::int64_t depth = 1; depth < radius_; ++depth) row[-1 - depth] = -row[depth - 1];
       }
-      mirror[axis] = high ? extent_[axis] - depth : depth - 1;
-      values[index(x, y, z)] = -values[index(mirror[0], mirror[1], mirror[2])];
     });
   }
 }

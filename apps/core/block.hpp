@@ -55,6 +55,8 @@ class Block {
 
  private:
   [[nodiscard]] std::size_t field_offset(int field) const { return static_cast<std::size_t>(field) * field_cells_; }
+  void reflect_layer(int face, std::int64_t depth);
+  void reflect_across_x(bool high);
 
   Cells3 offset_{}, extent_{}, ghost_{};
   std::int64_t stride_y_ = 0, stride_z_ = 0;

@@ -3,48 +3,10 @@
 #include <cmath>
 #include <numbers>
 
+#include "apps/core/stencil_kernel.hpp"
+
 namespace tether::apps {
 namespace {
-
-// One row of cells along x; R and the dimension count are compile-time for the common
-// radii so the inner loop vectorises.
-template <int Dims, int Radius>
-void stencil_row(const double* in, double* out, std::int64_t count, std::int64_t stride_y,
-                 std::int64_t stride_z, const double* c, int radius) {
-  const int reach = Radius > 0 ? Radius : radius;
-  for (std::int64_t x = 0; x < count; ++x) {
-    double sum = c[0] * in[x];
-    for (int k = 1; k <= reach; ++k) {
-      double pairs = (in[x - k] + in[x + k]) + (in[x - k * stride_y] + in[x + k * stride_y]);
-      if constexpr (Dims == 3) pairs += in[x - k * stride_z] + in[x + k * stride_z];
-      sum += c[k] * pairs;
-    }
-    out[x] = sum;
-  }
-}
-
-template <int Dims, int Radius>
-void stencil_field(Block& block, int field, const double* c, int radius) {
-  const Cells3& extent = block.extent();
-  const double* in = block.current(field);
-  double* out = block.next(field);
-  for (std::int64_t z = 0; z < extent[2]; ++z) {
-    for (std::int64_t y = 0; y < extent[1]; ++y) {
-      std::size_t row = block.index(0, y, z);
-      stencil_row<Dims, Radius>(in + row, out + row, extent[0], block.stride_y(), block.stride_z(), c, radius);
-    }
-  }
-}
-
-template <int Dims>
-void stencil_field_any_radius(Block& block, int field, const double* c, int radius) {
-  switch (radius) {
-    case 1: return stencil_field<Dims, 1>(block, field, c, radius);
-    case 2: return stencil_field<Dims, 2>(block, field, c, radius);
-    case 3: return stencil_field<Dims, 3>(block, field, c, radius);
-    default: return stencil_field<Dims, 0>(block, field, c, radius);
-  }
-}
 
 double sine_of(std::int64_t wavenumber, std::int64_t global_index, std::int64_t cells) {
   return std::sin(std::numbers::pi * static_cast<double>(wavenumber) * static_cast<double>(global_index + 1) /
@@ -98,11 +60,24 @@ std::int64_t flops_per_cell(int radius, int dims) {
   return static_cast<std::int64_t>(radius) * (2 * dims + 1) + 1;
 }
 
+bool cpu_has_avx2_stencil() noexcept {
+#if defined(TETHER_APPS_STENCIL_AVX2)
+  static const bool has_avx2 = __builtin_cpu_supports("avx2");
+  return has_avx2;
+#else
+  return false;
+#endif
+}
+
+void apply_stencil_baseline(Block& block, int dims, const StencilWeights& weights) {
+  apply_stencil_fields(block, dims, weights);
+}
+
 void apply_stencil(Block& block, int dims, const StencilWeights& weights) {
-  for (int field = 0; field < block.fields(); ++field) {
-    if (dims == 3) stencil_field_any_radius<3>(block, field, weights.c.data(), static_cast<int>(weights.c.size()) - 1);
-    else stencil_field_any_radius<2>(block, field, weights.c.data(), static_cast<int>(weights.c.size()) - 1);
-  }
+#if defined(TETHER_APPS_STENCIL_AVX2)
+  if (cpu_has_avx2_stencil()) return apply_stencil_avx2(block, dims, weights);
+#endif
+  apply_stencil_baseline(block, dims, weights);
 }
 
 std::vector<Mode> modes_of_field(int field, int dims) {

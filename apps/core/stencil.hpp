@@ -25,6 +25,14 @@ struct StencilWeights {
 // The order of operations per cell never depends on the decomposition, so every process
 // grid computes bitwise-identical fields.
 void apply_stencil(Block& block, int dims, const StencilWeights& weights);
+// apply_stencil picks one of two copies of the loops by the CPU. Both, for the test that
+// compares them bit for bit: the baseline copy, and (only where cpu_has_avx2_stencil())
+// the AVX2 copy, compiled on x86-64 builds.
+void apply_stencil_baseline(Block& block, int dims, const StencilWeights& weights);
+#if defined(TETHER_APPS_STENCIL_AVX2)
+void apply_stencil_avx2(Block& block, int dims, const StencilWeights& weights);
+#endif
+[[nodiscard]] bool cpu_has_avx2_stencil() noexcept;
 
 // A sine mode: sin(pi * m_axis * (i + 1) / (n_axis + 1)) along each active axis.
 struct Mode {

@@ -2,6 +2,7 @@
 // edge reflection, and that the checksum does not depend on the process grid.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <map>
 #include <tuple>
@@ -91,6 +92,66 @@ TEST(HaloBlockTest, EdgeGhostsMirrorWithTheSignFlipped) {
   EXPECT_EQ(values[block.index(10, 2, 0)], -7.0);
 }
 
+// Every cell of a block, ghosts included.
+Box owned_and_ghosts(const Block& block) {
+  const Cells3& ghost = block.ghost();
+  const Cells3& extent = block.extent();
+  return {{-ghost[0], -ghost[1], -ghost[2]}, {extent[0] + ghost[0], extent[1] + ghost[1], extent[2] + ghost[2]}};
+}
+
+// Fills every ghost of `field` with a marker and every owned cell with a value of its
+// own; returns the field's cells (ghosts included) in visiting order.
+std::vector<double> fill_for_reflection(Block& block, int field) {
+  double* values = block.current(field);
+  const Box whole = owned_and_ghosts(block);
+  for_each_cell(whole, [&](std::int64_t x, std::int64_t y, std::int64_t z) { values[block.index(x, y, z)] = 12345.0; });
+  for_each_cell(Box{{0, 0, 0}, block.extent()}, [&](std::int64_t x, std::int64_t y, std::int64_t z) {
+    values[block.index(x, y, z)] = static_cast<double>(1 + field * 1000 + x + 10 * y + 100 * z);
+  });
+  std::vector<double> cells;
+  for_each_cell(whole, [&](std::int64_t x, std::int64_t y, std::int64_t z) { cells.push_back(values[block.index(x, y, z)]); });
+  return cells;
+}
+
+// What reflect_at_edge(face) must leave in `cell`, by the per-cell rule: inside the face's
+// ghosts 0 at depth 0 and else minus the owned cell d - 1 deep; elsewhere `before`.
+double reflected_value(const Block& block, int field, int face, const Cells3& cell, double before) {
+  const Box ghosts = block.ghost_box(face);
+  for (int axis = 0; axis < kMaxDims; ++axis)
+    if (cell[axis] < ghosts.lo[axis] || cell[axis] >= ghosts.hi[axis]) return before;
+  const int axis = face_axis(face);
+  const std::int64_t extent = block.extent()[axis];
+  std::int64_t depth = face_is_high(face) ? cell[axis] - extent : -1 - cell[axis];
+  if (depth == 0) return 0.0;
+  Cells3 mirror = cell;
+  mirror[axis] = face_is_high(face) ? extent - depth : depth - 1;
+  return -block.current(field)[block.index(mirror[0], mirror[1], mirror[2])];
+}
+
+// Every ghost of every face, 2D and 3D, radius 1 to 3, two fields, follows the per-cell
+// rule, and nothing outside the face's ghosts changes.
+TEST(HaloBlockTest, EdgeGhostsOfEveryFaceFollowTheMirrorRuleAndNothingElseChanges) {
+  for (int dims : {2, 3}) {
+    for (int radius = 1; radius <= 3; ++radius) {
+      for (int face = 0; face < 2 * dims; ++face) {
+        Problem problem{dims, {7, 6, dims == 3 ? 5 : 1}, {1, 1, 1}, radius, 2, 1, 0};
+        Block block(problem, 0);
+        std::vector<double> before[2] = {fill_for_reflection(block, 0), fill_for_reflection(block, 1)};
+        block.reflect_at_edge(face);
+        for (int field = 0; field < 2; ++field) {
+          std::size_t at = 0;
+          for_each_cell(owned_and_ghosts(block), [&](std::int64_t x, std::int64_t y, std::int64_t z) {
+            double expected = reflected_value(block, field, face, {x, y, z}, before[field][at++]);
+            ASSERT_EQ(block.current(field)[block.index(x, y, z)], expected)
+                << "dims " << dims << " radius " << radius << " face " << face << " field " << field << " cell ("
+                << x << ", " << y << ", " << z << ")";
+          });
+        }
+      }
+    }
+  }
+}
+
 TEST(HaloBlockTest, PackThenUnpackMovesTheFaceIntoTheNeighboursGhosts) {
   Problem problem{3, {10, 8, 6}, {2, 1, 1}, 2, 2, 1, 0};
   Block left(problem, 0), right(problem, 1);
@@ -140,6 +201,36 @@ TEST(HaloVerifyTest, SerialRunMatchesTheAnalyticSolution) {
       EXPECT_EQ(field_checksum(block, problem), serial_reference_checksum(problem));
     }
   }
+}
+
+// apply_stencil runs the AVX2 copy where the CPU has it: that copy and the baseline one
+// must give the same bits (2D and 3D, the compiled radii 1 to 3 and the generic 4).
+TEST(HaloStencilTest, Avx2CopyMatchesTheBaselineBitForBit) {
+#if defined(TETHER_APPS_STENCIL_AVX2)
+  if (!cpu_has_avx2_stencil()) GTEST_SKIP() << "this CPU has no AVX2: only the baseline copy runs here";
+  for (int dims : {2, 3}) {
+    for (int radius = 1; radius <= 4; ++radius) {
+      Problem problem{dims, {37, 29, dims == 3 ? 23 : 1}, {1, 1, 1}, radius, 2, 1, 0};
+      Block baseline(problem, 0);
+      fill_initial(baseline, problem);
+      for (int face = 0; face < 2 * dims; ++face) baseline.reflect_at_edge(face);
+      Block avx2 = baseline;
+      StencilWeights weights = stencil_weights(radius, dims);
+      apply_stencil_baseline(baseline, dims, weights);
+      apply_stencil_avx2(avx2, dims, weights);
+      for (int field = 0; field < 2; ++field) {
+        for_each_cell(Box{{0, 0, 0}, baseline.extent()}, [&](std::int64_t x, std::int64_t y, std::int64_t z) {
+          std::size_t at = baseline.index(x, y, z);
+          ASSERT_EQ(std::bit_cast<std::uint64_t>(baseline.next(field)[at]), std::bit_cast<std::uint64_t>(avx2.next(field)[at]))
+              << "dims " << dims << " radius " << radius << " field " << field << " cell (" << x << ", " << y << ", "
+              << z << ")";
+        });
+      }
+    }
+  }
+#else
+  GTEST_SKIP() << "not an x86-64 build: there is no AVX2 copy";
+#endif
 }
 
 TEST(HaloVerifyTest, WeightsSumToOne) {

@@ -1,0 +1,73 @@
+// The stencil's loops. Include only from stencil.cpp (the baseline copy) and from
+// stencil_avx2.cpp, which defines TETHER_STENCIL_TARGET as the AVX2 target attribute
+// first (that copy runs only where the CPU has AVX2). Only the functions below carry the
+// attribute, and the unnamed namespace gives each file its own copy of them; whatever
+// they call and do not inline (Block's accessors, std::vector) stays baseline code, so
+// no AVX2 instruction can reach a caller on a CPU without it.
+#pragma once
+
+#include <cstdint>
+
+#include "apps/core/block.hpp"
+#include "apps/core/stencil.hpp"
+
+#ifndef TETHER_STENCIL_TARGET
+#define TETHER_STENCIL_TARGET
+#endif
+
+namespace tether::apps {
+namespace {
+
+// One row of cells along x; R and the dimension count are compile-time for the common
+// radii so the inner loop vectorises.
+template <int Dims, int Radius>
+TETHER_STENCIL_TARGET void stencil_row(const double* in, double* out, std::int64_t count, std::int64_t stride_y,
+                                       std::int64_t stride_z, const double* c, int radius) {
+  const int reach = Radius > 0 ? Radius : radius;
+  for (std::int64_t x = 0; x < count; ++x) {
+    double sum = c[0] * in[x];
+    for (int k = 1; k <= reach; ++k) {
+      double pairs = (in[x - k] + in[x + k]) + (in[x - k * stride_y] + in[x + k * stride_y]);
+      if constexpr (Dims == 3) pairs += in[x - k * stride_z] + in[x + k * stride_z];
+      sum += c[k] * pairs;
+    }
+    out[x] = sum;
+  }
+}
+
+template <int Dims, int Radius>
+TETHER_STENCIL_TARGET void stencil_field(Block& block, int field, const double* c, int radius) {
+  const Cells3& extent = block.extent();
+  const double* in = block.current(field);
+  double* out = block.next(field);
+  for (std::int64_t z = 0; z < extent[2]; ++z) {
+    for (std::int64_t y = 0; y < extent[1]; ++y) {
+      std::size_t row = block.index(0, y, z);
+      stencil_row<Dims, Radius>(in + row, out + row, extent[0], block.stride_y(), block.stride_z(), c, radius);
+    }
+  }
+}
+
+template <int Dims>
+TETHER_STENCIL_TARGET void stencil_field_any_radius(Block& block, int field, const double* c, int radius) {
+  switch (radius) {
+    case 1: return stencil_field<Dims, 1>(block, field, c, radius);
+    case 2: return stencil_field<Dims, 2>(block, field, c, radius);
+    case 3: return stencil_field<Dims, 3>(block, field, c, radius);
+    default: return stencil_field<Dims, 0>(block, field, c, radius);
+  }
+}
+
+[[maybe_unused]] TETHER_STENCIL_TARGET void apply_stencil_fields(Block& block, int dims,
+                                                                 const StencilWeights& weights) {
+  const int radius = static_cast<int>(weights.c.size()) - 1;
+  for (int field = 0; field < block.fields(); ++field) {
+    if (dims == 3) stencil_field_any_radius<3>(block, field, weights.c.data(), radius);
+    else stencil_field_any_radius<2>(block, field, weights.c.data(), radius);
+  }
+}
+
+}  // namespace
+
+
+}  // namespace tether::apps
