@@ -3,12 +3,12 @@
 // the peer's; both check the shapes agree.
 #include <algorithm>
 #include <cstring>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "persist/channel_registry.hpp"
 #include "runtime/base/log.hpp"
+#include "runtime/base/yield.hpp"
 
 namespace tether::persist {
 
@@ -262,7 +262,7 @@ Expected<void> ChannelRegistry::accept_hello(ChannelState& channel) const {
 
 Expected<void> ChannelRegistry::wait_connected(ChannelState& channel) {
   auto deadline = std::chrono::steady_clock::now() + connect_timeout_;
-  for (unsigned polls = 1;; ++polls) {
+  for (base::YieldCountdown countdown;; countdown.after_poll()) {
     Status status = test_connected(channel);
     if (status == Status::done) return {};
     if (status == Status::error) return tl::unexpected(channel.last_error);
@@ -271,7 +271,6 @@ Expected<void> ChannelRegistry::wait_connected(ChannelState& channel) {
                         fmt::format("rank {} created no matching {} channel (tag {}) within TETHER_CHANNEL_CONNECT_TIMEOUT",
                                     channel.shape.peer, channel.role == Role::send ? "receive" : "send", channel.shape.tag),
                         "create the matching channel on the peer, or raise TETHER_CHANNEL_CONNECT_TIMEOUT");
-    if (polls % 64 == 0) std::this_thread::yield();
   }
 }
 

@@ -158,6 +158,7 @@ void ChannelRegistry::on_notification(const transport::Completion& completion) n
     return;
   }
   if (channel == nullptr) return reject("no channel has that id", completion.notification);
+  engine_.heard_from(channel->shape.peer);
   if (notification.slot == kCreditSlot) return take_credit(*channel, notification.value);
   land(*channel, notification);
 }

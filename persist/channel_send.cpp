@@ -3,11 +3,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "persist/channel_registry.hpp"
+#include "runtime/base/yield.hpp"
 
 namespace tether::persist {
 
@@ -169,14 +169,13 @@ Status ChannelRegistry::sent_state(ChannelState& channel) noexcept {
 
 bool ChannelRegistry::wait_for_writes(ChannelState& channel, std::chrono::nanoseconds timeout) noexcept {
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
+  for (base::YieldCountdown countdown;; countdown.after_poll()) {
     engine_.progress();
     {
       std::lock_guard lock(engine_.progress_mutex());
       if (channel.send.writes_in_flight == 0 || channel.phase == Phase::failed) return channel.send.writes_in_flight == 0;
     }
     if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::yield();
   }
 }
 

@@ -90,8 +90,8 @@ constexpr Option kOptions[] = {
     {"TETHER_RNDV_CHUNK", "2M", Kind::size, "Rendezvous transfers move in RMA operations of at most this size"},
     {"TETHER_PROGRESS_THREAD", "off", Kind::boolean, "Run a thread that drives progress continuously"},
     {"TETHER_YIELD", "auto", Kind::choice,
-     "Waiting calls give the CPU away on every poll (on), every 64th (off), or on every poll when this node's "
-     "ranks outnumber the CPUs a rank may use (auto)", "auto|on|off"},
+     "Waiting calls yield the CPU on every poll (on), or spin and sleep a moment after each 1 ms spun without "
+     "result (off); auto: on when this node's ranks outnumber the CPUs a rank may use", "auto|on|off"},
     {"TETHER_PEER_TIMEOUT", "30s", Kind::duration,
      "A rank that a pending send or receive waits on, and from which nothing came for this long (not even "
      "the answer to a probe, which it gives whenever it calls into the runtime), is unreachable: requests "

@@ -116,10 +116,8 @@ Expected<void> Engine::start() {
   choose_yield();
   if (options_.progress_thread)
     progress_thread_ = std::thread([this] {
-      while (!stopping_.load(std::memory_order_relaxed)) {
+      for (base::YieldCountdown countdown; !stopping_.load(std::memory_order_relaxed); countdown.after_poll())
         progress();
-        std::this_thread::yield();
-      }
     });
   log::info("runtime", "rank {} of {} up on {}, eager limit {} B", rank_, size_, transport_->name(),
             options_.eager_limit_bytes);

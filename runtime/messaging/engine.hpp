@@ -95,7 +95,7 @@ struct PeerState {
   std::uint32_t waiting_requests = 0;
   bool watched = false;        // listed in Engine::watched_peers_
   bool watch_restarted = true; // heard_at must restart at the next check
-  std::uint64_t heard_count = 0;       // messages received from it
+  std::uint64_t heard_count = 0;       // messages and channel writes received from it
   std::uint64_t heard_count_seen = 0;  // at the last check
   std::chrono::steady_clock::time_point heard_at{};   // last check that saw a new message
   std::chrono::steady_clock::time_point probed_at{};  // probe outstanding while > heard_at
@@ -148,6 +148,9 @@ class Engine {
   // if a request waited on it (TETHER_PEER_TIMEOUT). Calls pair up, one unwatch per watch.
   void watch_peer(int peer_rank) noexcept;
   void unwatch_peer(int peer_rank) noexcept;
+  // Something came from `peer_rank` besides an engine message (a channel's write or credit
+  // landed): a sign of life, so no probe is due. Progress lock held.
+  void heard_from(int peer_rank) noexcept;
   // Why `peer_rank` counts as dead: "rank 2 on host h3 is unreachable: ...".
   [[nodiscard]] std::string peer_failure(int peer_rank) const { return failure_reason(peer_rank); }
   [[nodiscard]] bool peer_dead(int peer_rank) const noexcept {

@@ -1,13 +1,15 @@
 // The progress engine's lock: one word, test and set. Taking it free is one exchange and
 // giving it back one store; a pthread mutex pays a call and a locked instruction both
-// ways, on every progress pass of every waiting loop. A waiter spins a little, then
-// yields: the holder is in one progress pass, microseconds at most.
+// ways, on every progress pass of every waiting loop. A waiter spins (the holder is in one
+// progress pass, microseconds at most): it yields on every try when ranks outnumber the
+// CPUs, else sleeps a moment once it has spun 20 us (base::YieldCountdown).
 #pragma once
 
 #include <immintrin.h>
 
 #include <atomic>
-#include <thread>
+
+#include "runtime/base/yield.hpp"
 
 namespace tether::messaging {
 
@@ -17,15 +19,13 @@ class ProgressLock {
     return !locked_.load(std::memory_order_relaxed) && !locked_.exchange(true, std::memory_order_acquire);
   }
   void lock() noexcept {
-    for (unsigned tries = 1; !try_lock(); ++tries) {
-      if (tries % kSpinsPerYield == 0) std::this_thread::yield();
-      else _mm_pause();
-    }
+    for (base::YieldCountdown countdown(kSpinBeforeSleep); !try_lock(); countdown.after_poll()) _mm_pause();
   }
   void unlock() noexcept { locked_.store(false, std::memory_order_release); }
 
  private:
-  static constexpr unsigned kSpinsPerYield = 64;
+  // Longer than a progress pass: the holder has likely lost its CPU, maybe to this waiter.
+  static constexpr std::chrono::microseconds kSpinBeforeSleep{20};
   std::atomic<bool> locked_{false};
 };
 

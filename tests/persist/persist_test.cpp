@@ -114,6 +114,19 @@ TEST(PersistLimitsTest, APeerThatTakesNoMessagesGetsWritesOnly) {
     EXPECT_NE(outcome.output.find(counted), std::string::npos) << outcome.output;
 }
 
+// Writes and credits landing from the peer are signs of life: a stream that outlasts a
+// quarter of TETHER_PEER_TIMEOUT with no engine message sends no liveness probe (one would
+// count as a message besides the writes and fail no-overhead's check).
+TEST(PersistLimitsTest, ChannelWritesKeepThePeerAliveWithoutProbes) {
+  auto environment = transport_environment("tcprma");
+  environment.push_back("TETHER_PEER_TIMEOUT=1s");
+  auto outcome = tether::testing::run({TETHER_RUN_PATH, "-n", "2", "--timeout", "100s", PERSIST_CHECK_PATH, "no-overhead"},
+                                      environment, 120s);
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  for (const char* counted : {"rank 0: 20000 messages (20000 writes, 0 sends)", "rank 1: 20000 messages (20000 writes, 0 sends)"})
+    EXPECT_NE(outcome.output.find(counted), std::string::npos) << outcome.output;
+}
+
 // The default over tcp: every message of no-overhead (at most 1 KiB) is one send.
 TEST(PersistLimitsTest, SmallMessagesOverTcpAreSends) {
   auto outcome = tether::testing::run({TETHER_RUN_PATH, "-n", "2", "--timeout", "100s", PERSIST_CHECK_PATH, "no-overhead"},
