@@ -91,6 +91,7 @@ void ChannelRegistry::check_flag(ChannelState& channel, std::uint32_t slot) noex
   }
   channel.receive.landed_bytes[slot] = length;
   channel.receive.complete[slot] = 1;
+  engine_.heard_from(channel.shape.peer);
 }
 
 bool ChannelRegistry::arrived(ChannelState& channel, std::uint32_t partition) noexcept {

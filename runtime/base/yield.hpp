@@ -19,7 +19,7 @@
 
 namespace tether::base {
 
-inline std::atomic<unsigned> g_polls_per_yield{64};  // 1: every poll yields
+inline std::atomic<unsigned> g_polls_per_yield{64};  // polls per look; 1: every poll yields
 
 inline constexpr std::chrono::microseconds kSpinBeforeSleep{1000};
 

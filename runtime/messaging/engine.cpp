@@ -237,7 +237,7 @@ Status Engine::start_internal(RequestKind kind, void* buffer, std::size_t bytes,
 
 bool Engine::drain(std::chrono::milliseconds timeout) noexcept {
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
+  for (base::YieldCountdown countdown;; countdown.after_poll()) {
     {
       std::lock_guard lock(progress_mutex_);
       if (backlog_.empty() && bounces_in_flight_ == 0 && commands_.empty()) return true;
@@ -320,7 +320,8 @@ Status Engine::test(Request& request, MessageInfo* info) noexcept {
 }
 
 // Polls in bursts under one taking of the progress lock, as many passes as a waiting loop
-// makes between yields (TETHER_YIELD): a pass costs no lock and no request lookup.
+// makes between looks at the clock (base::YieldCountdown): a pass costs no lock and no
+// request lookup.
 Status Engine::wait(Request& request, MessageInfo* info) noexcept {
   RequestSlot* slot = requests_.find(request);
   if (slot == nullptr) return test(request, info);  // names the error

@@ -97,7 +97,7 @@ struct PeerState {
   bool watch_restarted = true; // heard_at must restart at the next check
   std::uint64_t heard_count = 0;       // messages and channel writes received from it
   std::uint64_t heard_count_seen = 0;  // at the last check
-  std::chrono::steady_clock::time_point heard_at{};   // last check that saw a new message
+  std::chrono::steady_clock::time_point heard_at{};   // last check that saw something new
   std::chrono::steady_clock::time_point probed_at{};  // probe outstanding while > heard_at
   // Eager flow control (engine_credits.cpp). The peer's own limits (ReceiveLimits, read
   // when it is first reached) bound what this rank sends it.

@@ -45,7 +45,7 @@ void Engine::unwatch_peer(int peer_rank) noexcept {
 }
 
 void Engine::heard_from(int peer_rank) noexcept {
-  if (peer_rank >= 0 && peer_rank < size_) ++peers_[static_cast<std::size_t>(peer_rank)].heard_count;
+  if (peer_rank >= 0 && peer_rank < size_ && peer_rank != rank_) ++peers_[static_cast<std::size_t>(peer_rank)].heard_count;
 }
 
 void Engine::check_liveness() noexcept {
@@ -98,7 +98,8 @@ void Engine::send_probe(int peer, MessageKind kind) noexcept {
   (void)post_control(peer, &header, sizeof header);  // a lost probe is retried at the next check
 }
 
-// Any message counts as a sign of life (on_receive counted it); a probe needs an answer.
+// Any message (on_receive counted it) or channel landing (heard_from) is a sign of life;
+// a probe needs an answer.
 void Engine::on_probe(const DecodedMessage& message) noexcept {
   if (message.header.kind == MessageKind::probe)
     send_probe(static_cast<int>(message.header.source_rank), MessageKind::probe_ack);

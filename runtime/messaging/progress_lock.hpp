@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <atomic>
+#include <chrono>
 
 #include "runtime/base/yield.hpp"
 
@@ -19,13 +20,13 @@ class ProgressLock {
     return !locked_.load(std::memory_order_relaxed) && !locked_.exchange(true, std::memory_order_acquire);
   }
   void lock() noexcept {
-    for (base::YieldCountdown countdown(kSpinBeforeSleep); !try_lock(); countdown.after_poll()) _mm_pause();
+    for (base::YieldCountdown countdown(kLockSpinBeforeSleep); !try_lock(); countdown.after_poll()) _mm_pause();
   }
   void unlock() noexcept { locked_.store(false, std::memory_order_release); }
 
  private:
   // Longer than a progress pass: the holder has likely lost its CPU, maybe to this waiter.
-  static constexpr std::chrono::microseconds kSpinBeforeSleep{20};
+  static constexpr std::chrono::microseconds kLockSpinBeforeSleep{20};
   std::atomic<bool> locked_{false};
 };
 
