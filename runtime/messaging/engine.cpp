@@ -115,9 +115,13 @@ Expected<void> Engine::start() {
   if (!published) return published;
   choose_yield();
   if (options_.progress_thread)
+    // Yields after every pass, unlike a waiting loop: sharing a core with the application,
+    // this helper gives way to it (under EEVDF almost entirely) instead of taking half.
     progress_thread_ = std::thread([this] {
-      for (base::YieldCountdown countdown; !stopping_.load(std::memory_order_relaxed); countdown.after_poll())
+      while (!stopping_.load(std::memory_order_relaxed)) {
         progress();
+        std::this_thread::yield();
+      }
     });
   log::info("runtime", "rank {} of {} up on {}, eager limit {} B", rank_, size_, transport_->name(),
             options_.eager_limit_bytes);
