@@ -3,7 +3,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
+#include "pool/rcache/watch_counts.hpp"
 #include "tether/error.hpp"
 
 namespace tether::rcache {
@@ -17,10 +19,13 @@ void interpose_enable(bool on) noexcept;
 // userfaultfd: a thread reads UFFD_EVENT_UNMAP/REMOVE/REMAP for every range registered
 // with uffd_watch(). Started once per process.
 [[nodiscard]] Expected<void> uffd_start();
-// Adds [address, address + length) (page-aligned) to the watched ranges; false if the
-// kernel refused (file-backed memory, for one): the interposition hooks still see it.
+// Adds [start, end) (page-aligned) to the watched ranges; false if the kernel refused
+// (file-backed memory, for one): the interposition hooks still see it. One call per
+// registered entry, paired with one uffd_unwatch() of the same range when the entry is
+// destroyed: pages leave the userfaultfd when no entry of any cache covers them any more
+// (watch_counts.hpp).
 bool uffd_watch(std::uintptr_t start, std::uintptr_t end) noexcept;
-void uffd_unwatch(std::uintptr_t start, std::uintptr_t end) noexcept;
+void uffd_unwatch(std::span<const WatchCounts::Range> ranges) noexcept;
 [[nodiscard]] bool uffd_running() noexcept;
 // Waits while the reader is telling the caches about events it has read.
 void uffd_wait_idle() noexcept;

@@ -153,10 +153,10 @@ void Cache::destroy(std::span<Entry* const> victims) noexcept {
   stat_entries_.store(held_count_, std::memory_order_relaxed);
   stat_bytes_.store(held_bytes_, std::memory_order_relaxed);
   std::vector<Interval> runs = released_runs(victims);
-  for (const Interval& run : runs) {
-    ::madvise(reinterpret_cast<void*>(run.start), run.end - run.start, MADV_DOFORK);
-    uffd_unwatch(run.start, run.end);
-  }
+  for (const Interval& run : runs) ::madvise(reinterpret_cast<void*>(run.start), run.end - run.start, MADV_DOFORK);
+  std::vector<WatchCounts::Range> watched;
+  for (const Entry* entry : victims) watched.push_back({entry->start, entry->end});
+  uffd_unwatch(watched);  // counted across caches: only pages no entry covers any more
   for (std::size_t slot = 0; slot < registrars_.size(); ++slot) {
     if (!options_.non_nesting[slot]) {
       for (Entry* entry : victims) registrars_[slot]->deregister(entry->registrations[slot]);
@@ -212,9 +212,7 @@ void Cache::deregister_pages(const Entry& entry, std::size_t slot) noexcept {
   }
   bool last_slot = slot + 1 == registrars_.size();
   for_each_uncovered(entry.start, entry.end, covered, [&](std::uintptr_t start, std::uintptr_t end) {
-    if (!last_slot) return;
-    ::madvise(reinterpret_cast<void*>(start), end - start, MADV_DOFORK);
-    uffd_unwatch(start, end);
+    if (last_slot) ::madvise(reinterpret_cast<void*>(start), end - start, MADV_DOFORK);
   });
   const Registration& whole = entry.registrations[slot];
   if (whole.address == nullptr) return;

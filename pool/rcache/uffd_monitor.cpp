@@ -21,6 +21,7 @@
 
 #include "pool/rcache/cache.hpp"
 #include "pool/rcache/monitor.hpp"
+#include "pool/rcache/watch_counts.hpp"
 #include "runtime/base/log.hpp"
 
 namespace tether::rcache {
@@ -138,7 +139,19 @@ Expected<void> uffd_start() {
   return {};
 }
 
+// Never destroyed: caches may release entries while the process exits.
+WatchCounts& watch_counts() {
+  static auto* counts = new WatchCounts;
+  return *counts;
+}
+
+// Counted whether or not the monitor runs yet: an entry registered before uffd_start()
+// still holds its pages when a later entry over them is released.
 bool uffd_watch(std::uintptr_t start, std::uintptr_t end) noexcept {
+  try {
+    watch_counts().add(start, end);
+  } catch (...) {  // out of memory: the range stays watched until unmapped
+  }
   int fd = g_fd.load(std::memory_order_relaxed);
   if (fd < 0) return false;
   uffdio_register range{};
@@ -148,11 +161,19 @@ bool uffd_watch(std::uintptr_t start, std::uintptr_t end) noexcept {
   return ::ioctl(fd, UFFDIO_REGISTER, &range) == 0;
 }
 
-void uffd_unwatch(std::uintptr_t start, std::uintptr_t end) noexcept {
+void uffd_unwatch(std::span<const WatchCounts::Range> ranges) noexcept {
+  std::vector<WatchCounts::Range> released;
+  try {
+    released = watch_counts().remove(ranges);
+  } catch (...) {  // out of memory: left watched, which costs events, never a stale hit
+    return;
+  }
   int fd = g_fd.load(std::memory_order_relaxed);
   if (fd < 0) return;
-  uffdio_range range{start, end - start};
-  ::ioctl(fd, UFFDIO_UNREGISTER, &range);
+  for (const WatchCounts::Range& piece : released) {
+    uffdio_range range{piece.start, piece.end - piece.start};
+    ::ioctl(fd, UFFDIO_UNREGISTER, &range);
+  }
 }
 
 }  // namespace tether::rcache

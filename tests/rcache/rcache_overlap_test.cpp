@@ -5,12 +5,35 @@
 #include <vector>
 #include <string>
 
+#include "pool/rcache/watch_counts.hpp"
 #include "tests/rcache/rcache_test_support.hpp"
 
 namespace tether {
 namespace {
 
 using namespace testing;
+
+// Overlapping entries' watches: a page leaves only with the last entry over it, whatever
+// the order; a range never added releases nothing.
+TEST(RcacheWatchCounts, APageIsReleasedOnlyWithTheLastRangeOverIt) {
+  using Range = rcache::WatchCounts::Range;
+  rcache::WatchCounts counts;
+  counts.add(0x1000, 0x5000);  // A
+  counts.add(0x3000, 0x8000);  // B, overlapping A on 0x3000-0x5000
+  counts.add(0x3000, 0x8000);  // C, the same pages as B (another cache)
+  auto released = counts.remove(std::vector<Range>{{0x3000, 0x8000}});  // B goes
+  EXPECT_TRUE(released.empty());
+  released = counts.remove(std::vector<Range>{{0x1000, 0x5000}});  // A goes: C still holds 0x3000-
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_EQ(released[0].start, 0x1000u);
+  EXPECT_EQ(released[0].end, 0x3000u);
+  EXPECT_TRUE(counts.remove(std::vector<Range>{{0x9000, 0xa000}}).empty());  // never added
+  released = counts.remove(std::vector<Range>{{0x3000, 0x8000}});  // C goes: merged into one piece
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_EQ(released[0].start, 0x3000u);
+  EXPECT_EQ(released[0].end, 0x8000u);
+  EXPECT_EQ(counts.pieces(), 0u);
+}
 
 TEST(RcacheOverlap, RequestInsideALiveRegistrationHitsAndKeepsItsPages) {
   CountingMlockRegistrar registrar;

@@ -219,6 +219,37 @@ TEST(RcacheReuse, FreeOfAnMmappedBlockIsSeenByUserfaultfd) {
   std::free(again);
 }
 
+// Two caches hold the same pages; one lets them go. The other's registration must still
+// be invalidated by an unmapping only userfaultfd sees: a cache's release must not take
+// the watch off pages another cache still holds.
+TEST_P(RcacheReuseTest, AnotherCacheLettingGoKeepsThePagesWatched) {
+  CountingMlockRegistrar registrar_a;
+  CountingMlockRegistrar registrar_b;
+  auto cache_a = make_cache(registrar_a);
+  auto cache_b = make_cache(registrar_b);
+  void* pages = map_pages(16);
+  ASSERT_NE(pages, nullptr);
+  fill(pages, 16 * kPage, 1);
+  std::uint64_t old_key = 0;
+  {
+    ASSERT_TRUE(cache_a->acquire(pages, 16 * kPage));
+    auto handle = cache_b->acquire(pages, 16 * kPage);
+    ASSERT_TRUE(handle) << handle.error().message();
+    old_key = handle->segment(0).registrations[0].remote_key;
+  }
+  cache_a->flush();
+  ASSERT_EQ(unmap(pages, 16 * kPage, GetParam()), 0);
+  REMAP_OR_SKIP(pages, 16);
+  std::uint64_t new_sum = fill(pages, 16 * kPage, 2);
+  auto handle = cache_b->acquire(pages, 16 * kPage);
+  ASSERT_TRUE(handle) << handle.error().message();
+  EXPECT_NE(handle->segment(0).registrations[0].remote_key, old_key) << "a stale registration was reused";
+  EXPECT_EQ(checksum_through(*handle, pages, 16 * kPage), new_sum);
+  EXPECT_GE(cache_b->stats().invalidations, 1u);
+  handle->release();
+  ::munmap(pages, 16 * kPage);
+}
+
 INSTANTIATE_TEST_SUITE_P(Monitors, RcacheReuseTest,
                          ::testing::Values(Unmap::interposed_call, Unmap::raw_syscall_seen_by_uffd),
                          [](const auto& param_info) {
