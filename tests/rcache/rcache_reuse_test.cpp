@@ -70,6 +70,17 @@ TEST(RcacheReuse, FreedSmallBlockComesBackLargerAndMisses) {
   std::free(large);
 }
 
+// After the unmap and a new mapping at the same address holding `new_sum`: the cache
+// registers afresh (not the key it had) and the bytes read through it are the new ones.
+void expect_fresh_registration(RegistrationCache& cache, void* pages, std::uint64_t old_key, std::uint64_t new_sum) {
+  auto handle = cache.acquire(pages, 16 * kPage);
+  ASSERT_TRUE(handle) << handle.error().message();
+  EXPECT_NE(handle->segment(0).registrations[0].remote_key, old_key) << "a stale registration was reused";
+  EXPECT_EQ(checksum_through(*handle, pages, 16 * kPage), new_sum);
+  EXPECT_GE(cache.stats().invalidations, 1u);
+  handle->release();
+}
+
 TEST_P(RcacheReuseTest, RemappedAddressSeesNewData) {
   CountingMlockRegistrar registrar;
   auto cache = make_cache(registrar);
@@ -88,12 +99,7 @@ TEST_P(RcacheReuseTest, RemappedAddressSeesNewData) {
   void* second = first;
   std::uint64_t new_sum = fill(second, 16 * kPage, 2);
   ASSERT_NE(new_sum, old_sum);
-  auto handle = cache->acquire(second, 16 * kPage);
-  ASSERT_TRUE(handle) << handle.error().message();
-  EXPECT_NE(handle->segment(0).registrations[0].remote_key, old_key) << "a stale registration was reused";
-  EXPECT_EQ(checksum_through(*handle, second, 16 * kPage), new_sum);
-  EXPECT_GE(cache->stats().invalidations, 1u);
-  handle->release();
+  expect_fresh_registration(*cache, second, old_key, new_sum);
   ::munmap(second, 16 * kPage);
 }
 
@@ -240,13 +246,7 @@ TEST_P(RcacheReuseTest, AnotherCacheLettingGoKeepsThePagesWatched) {
   cache_a->flush();
   ASSERT_EQ(unmap(pages, 16 * kPage, GetParam()), 0);
   REMAP_OR_SKIP(pages, 16);
-  std::uint64_t new_sum = fill(pages, 16 * kPage, 2);
-  auto handle = cache_b->acquire(pages, 16 * kPage);
-  ASSERT_TRUE(handle) << handle.error().message();
-  EXPECT_NE(handle->segment(0).registrations[0].remote_key, old_key) << "a stale registration was reused";
-  EXPECT_EQ(checksum_through(*handle, pages, 16 * kPage), new_sum);
-  EXPECT_GE(cache_b->stats().invalidations, 1u);
-  handle->release();
+  expect_fresh_registration(*cache_b, pages, old_key, fill(pages, 16 * kPage, 2));
   ::munmap(pages, 16 * kPage);
 }
 
