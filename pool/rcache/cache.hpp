@@ -67,6 +67,7 @@ struct alignas(64) Entry {
   Entry* next_retired = nullptr;
   Access access = Access::all;
   std::uint8_t fork_shared = 0;  // kSharedHead/kSharedTail: edge page not DONTFORK
+  bool watch_counted = false;    // holds a count in the userfaultfd's watches
   [[nodiscard]] std::size_t length() const noexcept { return end - start; }
 };
 static_assert(sizeof(Entry) == 64);
@@ -227,6 +228,7 @@ class Cache {
   void destroy(std::span<Entry* const> victims) noexcept;
   void unlink(Entry* entry) noexcept;
   std::vector<Interval> released_runs(std::span<Entry* const> victims) const;
+  static void unwatch(std::span<Entry* const> victims) noexcept;
   void deregister_pages(const Entry& entry, std::size_t slot) noexcept;
   void remove_from_index(Entry* entry) noexcept;
   void invalidate_now(std::uintptr_t start, std::uintptr_t end) noexcept;

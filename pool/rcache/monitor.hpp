@@ -19,11 +19,11 @@ void interpose_enable(bool on) noexcept;
 // userfaultfd: a thread reads UFFD_EVENT_UNMAP/REMOVE/REMAP for every range registered
 // with uffd_watch(). Started once per process.
 [[nodiscard]] Expected<void> uffd_start();
-// Adds [start, end) (page-aligned) to the watched ranges; false if the kernel refused
-// (file-backed memory, for one): the interposition hooks still see it. One call per
-// registered entry, paired with one uffd_unwatch() of the same range when the entry is
-// destroyed: pages leave the userfaultfd when no entry of any cache covers them any more
-// (watch_counts.hpp).
+// Adds [start, end) (page-aligned) to the watched ranges. One call per registered entry;
+// if it returns true (counted: false only when memory ran out), one uffd_unwatch() of the
+// same range when the entry is destroyed. Pages leave the userfaultfd when no entry of
+// any cache covers them any more (watch_counts.hpp). The kernel refuses some memory
+// (file-backed, for one): the interposition hooks still see its munmap.
 bool uffd_watch(std::uintptr_t start, std::uintptr_t end) noexcept;
 void uffd_unwatch(std::span<const WatchCounts::Range> ranges) noexcept;
 [[nodiscard]] bool uffd_running() noexcept;

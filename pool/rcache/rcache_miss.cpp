@@ -119,7 +119,7 @@ Expected<Entry*> Cache::register_entry(std::uintptr_t start, std::uintptr_t end,
   }
   registrations_.fetch_add(1, std::memory_order_relaxed);
   registered_bytes_.fetch_add(entry->length(), std::memory_order_relaxed);
-  uffd_watch(start, end);  // after pinning: no missing-page faults to serve
+  entry->watch_counted = uffd_watch(start, end);  // after pinning: no missing-page faults to serve
   registered_.emplace(start, entry);
   ++held_count_;
   held_bytes_ += entry->length();

@@ -153,10 +153,10 @@ void Cache::destroy(std::span<Entry* const> victims) noexcept {
   stat_entries_.store(held_count_, std::memory_order_relaxed);
   stat_bytes_.store(held_bytes_, std::memory_order_relaxed);
   std::vector<Interval> runs = released_runs(victims);
-  for (const Interval& run : runs) ::madvise(reinterpret_cast<void*>(run.start), run.end - run.start, MADV_DOFORK);
-  std::vector<WatchCounts::Range> watched;
-  for (const Entry* entry : victims) watched.push_back({entry->start, entry->end});
-  uffd_unwatch(watched);  // counted across caches: only pages no entry covers any more
+  for (const Interval& run : runs) {
+    ::madvise(reinterpret_cast<void*>(run.start), run.end - run.start, MADV_DOFORK);
+  }
+  unwatch(victims);
   for (std::size_t slot = 0; slot < registrars_.size(); ++slot) {
     if (!options_.non_nesting[slot]) {
       for (Entry* entry : victims) registrars_[slot]->deregister(entry->registrations[slot]);
@@ -174,6 +174,21 @@ void Cache::destroy(std::span<Entry* const> victims) noexcept {
     spare_entries_.push_back(entry);
   }
   deregistrations_.fetch_add(victims.size(), std::memory_order_relaxed);
+}
+
+// Counted across caches: only pages no entry of any cache covers leave the userfaultfd.
+void Cache::unwatch(std::span<Entry* const> victims) noexcept {
+  try {
+    std::vector<WatchCounts::Range> watched;
+    for (const Entry* entry : victims)
+      if (entry->watch_counted) watched.push_back({entry->start, entry->end});
+    uffd_unwatch(watched);
+  } catch (...) {  // no memory for the list: one entry at a time
+    for (const Entry* entry : victims) {
+      WatchCounts::Range one{entry->start, entry->end};
+      if (entry->watch_counted) uffd_unwatch({&one, 1});
+    }
+  }
 }
 
 // The pages of `victims` that no registered entry still covers, merged into runs.

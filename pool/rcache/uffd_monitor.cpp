@@ -105,7 +105,58 @@ void forget_in_child() {
   g_busy.store(false);
 }
 
+// One lock over the counts and the ioctls they lead to: a count falling to zero and its
+// UFFDIO_UNREGISTER must not let another cache's watch of the same pages in between.
+std::mutex g_watch_mutex;
+
+// Never destroyed: caches may release entries while the process exits.
+WatchCounts& watch_counts() {
+  static auto* counts = new WatchCounts;
+  return *counts;
+}
+
+// fork() while another thread holds the lock must not leave it held in the child.
+void lock_watches_for_fork() { g_watch_mutex.lock(); }
+void unlock_watches_after_fork() { g_watch_mutex.unlock(); }
+[[maybe_unused]] const bool g_watch_fork_handlers =
+    ::pthread_atfork(lock_watches_for_fork, unlock_watches_after_fork, unlock_watches_after_fork) == 0;
+
 }  // namespace
+
+// Counted whether or not the monitor runs yet: an entry registered before uffd_start()
+// still holds its pages when a later entry over them is released.
+bool uffd_watch(std::uintptr_t start, std::uintptr_t end) noexcept {
+  std::lock_guard guard(g_watch_mutex);
+  try {
+    watch_counts().add(start, end);
+  } catch (...) {  // out of memory: not counted, not watched (the hooks still see munmap)
+    return false;
+  }
+  int fd = g_fd.load(std::memory_order_relaxed);
+  if (fd < 0) return true;
+  uffdio_register range{};
+  range.range.start = start;
+  range.range.len = end - start;
+  range.mode = UFFDIO_REGISTER_MODE_MISSING;
+  ::ioctl(fd, UFFDIO_REGISTER, &range);  // refused for file-backed memory: the hooks see it
+  return true;
+}
+
+void uffd_unwatch(std::span<const WatchCounts::Range> ranges) noexcept {
+  std::lock_guard guard(g_watch_mutex);
+  std::vector<WatchCounts::Range> released;
+  try {
+    released = watch_counts().remove(ranges);
+  } catch (...) {  // out of memory: left watched, which costs events, never a stale hit
+    return;
+  }
+  int fd = g_fd.load(std::memory_order_relaxed);
+  if (fd < 0) return;
+  for (const WatchCounts::Range& piece : released) {
+    uffdio_range range{piece.start, piece.end - piece.start};
+    ::ioctl(fd, UFFDIO_UNREGISTER, &range);
+  }
+}
 
 bool uffd_running() noexcept { return g_fd.load(std::memory_order_relaxed) >= 0; }
 
@@ -137,43 +188,6 @@ Expected<void> uffd_start() {
   }
   ::pthread_setname_np(reader, "tether-uffd");
   return {};
-}
-
-// Never destroyed: caches may release entries while the process exits.
-WatchCounts& watch_counts() {
-  static auto* counts = new WatchCounts;
-  return *counts;
-}
-
-// Counted whether or not the monitor runs yet: an entry registered before uffd_start()
-// still holds its pages when a later entry over them is released.
-bool uffd_watch(std::uintptr_t start, std::uintptr_t end) noexcept {
-  try {
-    watch_counts().add(start, end);
-  } catch (...) {  // out of memory: the range stays watched until unmapped
-  }
-  int fd = g_fd.load(std::memory_order_relaxed);
-  if (fd < 0) return false;
-  uffdio_register range{};
-  range.range.start = start;
-  range.range.len = end - start;
-  range.mode = UFFDIO_REGISTER_MODE_MISSING;
-  return ::ioctl(fd, UFFDIO_REGISTER, &range) == 0;
-}
-
-void uffd_unwatch(std::span<const WatchCounts::Range> ranges) noexcept {
-  std::vector<WatchCounts::Range> released;
-  try {
-    released = watch_counts().remove(ranges);
-  } catch (...) {  // out of memory: left watched, which costs events, never a stale hit
-    return;
-  }
-  int fd = g_fd.load(std::memory_order_relaxed);
-  if (fd < 0) return;
-  for (const WatchCounts::Range& piece : released) {
-    uffdio_range range{piece.start, piece.end - piece.start};
-    ::ioctl(fd, UFFDIO_UNREGISTER, &range);
-  }
 }
 
 }  // namespace tether::rcache

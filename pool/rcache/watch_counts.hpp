@@ -4,12 +4,12 @@
 // or one cache letting pages go would blind another that still holds them. Counting
 // follows entries, not mappings: an entry whose memory was unmapped still holds its count
 // until it is destroyed, so a stale entry's release never takes a count a newer entry at
-// the same address added.
+// the same address added. Not thread-safe: uffd_monitor.cpp serialises every call, with
+// the ioctl it leads to.
 #pragma once
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <span>
 #include <vector>
 
@@ -22,12 +22,13 @@ class WatchCounts {
     std::uintptr_t end;
   };
 
+  // One count more on every page of [start, end); all or nothing if memory runs out.
   void add(std::uintptr_t start, std::uintptr_t end);
   // Takes one count off every page of each range; returns the pieces whose count fell to
-  // zero, sorted and merged where adjacent (one UFFDIO_UNREGISTER each).
+  // zero, sorted and merged where adjacent (one UFFDIO_UNREGISTER each). Pages never
+  // added are skipped.
   std::vector<Range> remove(std::span<const Range> ranges);
-  // Pieces held (for tests).
-  [[nodiscard]] std::size_t pieces() const;
+  [[nodiscard]] std::size_t pieces() const noexcept { return pieces_.size(); }
 
  private:
   struct Piece {
@@ -35,10 +36,12 @@ class WatchCounts {
     std::uint32_t count;
   };
   void split_at(std::uintptr_t address);
+  void merge_at(std::uintptr_t address) noexcept;
+  void cover_with_pieces(std::uintptr_t start, std::uintptr_t end);
+  void drop_empty_pieces(std::uintptr_t start, std::uintptr_t end) noexcept;
   void remove_one(const Range& range, std::vector<Range>& released);
 
-  mutable std::mutex mutex_;
-  std::map<std::uintptr_t, Piece> pieces_;  // disjoint, keyed by start
+  std::map<std::uintptr_t, Piece> pieces_;  // disjoint, keyed by start; counts >= 1 between calls
 };
 
 }  // namespace tether::rcache

@@ -33,6 +33,11 @@ TEST(RcacheWatchCounts, APageIsReleasedOnlyWithTheLastRangeOverIt) {
   EXPECT_EQ(released[0].start, 0x3000u);
   EXPECT_EQ(released[0].end, 0x8000u);
   EXPECT_EQ(counts.pieces(), 0u);
+  counts.add(0x1000, 0x9000);
+  counts.add(0x3000, 0x4000);  // a short entry inside a long one splits it in three
+  EXPECT_EQ(counts.pieces(), 3u);
+  EXPECT_TRUE(counts.remove(std::vector<Range>{{0x3000, 0x4000}}).empty());
+  EXPECT_EQ(counts.pieces(), 1u) << "equal neighbours must join again";
 }
 
 TEST(RcacheOverlap, RequestInsideALiveRegistrationHitsAndKeepsItsPages) {

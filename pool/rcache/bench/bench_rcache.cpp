@@ -251,6 +251,12 @@ void unmap_cost(benchmark::State& state) {
     } else {
       ::syscall(SYS_munmap, memory, kBytes);
     }
+    if constexpr (kWay == Unmapping::uffd_watched) {  // the watch's count, as an entry's release does
+      state.PauseTiming();
+      tether::rcache::WatchCounts::Range watched{start, start + kBytes};
+      tether::rcache::uffd_unwatch({&watched, 1});
+      state.ResumeTiming();
+    }
   }
   state.SetItemsProcessed(state.iterations());
 }
