@@ -23,13 +23,16 @@ void prepare_fork() {
     g_forking[i] = g_caches[i].load();
     if (g_forking[i] != nullptr) g_forking[i]->prepare_fork();
   }
+  uffd_watches_lock_for_fork();  // after the caches' locks, as a cache's release takes them
 }
 void after_fork_in_parent() {
+  uffd_watches_unlock_after_fork();
   for (Cache* cache : g_forking) {
     if (cache != nullptr) cache->after_fork_in_parent();
   }
 }
 void after_fork_in_child() {
+  uffd_watches_unlock_after_fork();
   for (Cache* cache : g_forking) {
     if (cache != nullptr) cache->after_fork_in_child();
   }

@@ -26,6 +26,9 @@ void interpose_enable(bool on) noexcept;
 // (file-backed, for one): the interposition hooks still see its munmap.
 bool uffd_watch(std::uintptr_t start, std::uintptr_t end) noexcept;
 void uffd_unwatch(std::span<const WatchCounts::Range> ranges) noexcept;
+// Held across fork() (monitor.cpp), so the child never inherits it taken.
+void uffd_watches_lock_for_fork() noexcept;
+void uffd_watches_unlock_after_fork() noexcept;
 [[nodiscard]] bool uffd_running() noexcept;
 // Waits while the reader is telling the caches about events it has read.
 void uffd_wait_idle() noexcept;

@@ -115,13 +115,11 @@ WatchCounts& watch_counts() {
   return *counts;
 }
 
-// fork() while another thread holds the lock must not leave it held in the child.
-void lock_watches_for_fork() { g_watch_mutex.lock(); }
-void unlock_watches_after_fork() { g_watch_mutex.unlock(); }
-[[maybe_unused]] const bool g_watch_fork_handlers =
-    ::pthread_atfork(lock_watches_for_fork, unlock_watches_after_fork, unlock_watches_after_fork) == 0;
-
 }  // namespace
+
+// Taken after the caches' own locks, the order a cache's release takes them in.
+void uffd_watches_lock_for_fork() noexcept { g_watch_mutex.lock(); }
+void uffd_watches_unlock_after_fork() noexcept { g_watch_mutex.unlock(); }
 
 // Counted whether or not the monitor runs yet: an entry registered before uffd_start()
 // still holds its pages when a later entry over them is released.
