@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "pool/rcache/page_table.hpp"
+#include "pool/rcache/watch_counts.hpp"
 #include "tether/rcache.hpp"
 
 namespace tether::rcache {
@@ -160,10 +161,7 @@ class MissPath {
   static bool held() noexcept;
 };
 
-struct Interval {
-  std::uintptr_t start;
-  std::uintptr_t end;
-};
+using Interval = WatchCounts::Range;  // [start, end)
 
 struct PendingRange {
   std::uintptr_t start;

@@ -179,13 +179,13 @@ void Cache::destroy(std::span<Entry* const> victims) noexcept {
 // Counted across caches: only pages no entry of any cache covers leave the userfaultfd.
 void Cache::unwatch(std::span<Entry* const> victims) noexcept {
   try {
-    std::vector<WatchCounts::Range> watched;
+    std::vector<Interval> watched;
     for (const Entry* entry : victims)
       if (entry->watch_counted) watched.push_back({entry->start, entry->end});
     uffd_unwatch(watched);
   } catch (...) {  // no memory for the list: one entry at a time
     for (const Entry* entry : victims) {
-      WatchCounts::Range one{entry->start, entry->end};
+      Interval one{entry->start, entry->end};
       if (entry->watch_counted) uffd_unwatch({&one, 1});
     }
   }

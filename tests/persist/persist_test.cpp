@@ -102,6 +102,14 @@ std::vector<Case> tether_run_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Jobs, PersistUnderTetherRun, ::testing::ValuesIn(tether_run_cases()), case_name);
 
+// Both ranks of no-overhead report how their 20,000 messages went: "W writes, S sends".
+void expect_both_ranks_sent(const tether::testing::Outcome& outcome, const std::string& how) {
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  for (const char* rank : {"rank 0", "rank 1"})
+    EXPECT_NE(outcome.output.find(std::string(rank) + ": 20000 messages (" + how + ")"), std::string::npos)
+        << outcome.output;
+}
+
 // Over tcp, rank 1 takes no channel messages (TETHER_CHANNEL_INLINE_MAX=0) while rank 0
 // would send them: rank 1's hello says so, and both directions go as RMA writes.
 TEST(PersistLimitsTest, APeerThatTakesNoMessagesGetsWritesOnly) {
@@ -109,9 +117,7 @@ TEST(PersistLimitsTest, APeerThatTakesNoMessagesGetsWritesOnly) {
   std::string script = "if [ \"$PMIX_RANK\" = 1 ]; then export TETHER_CHANNEL_INLINE_MAX=0; fi; exec " + check;
   auto outcome = tether::testing::run({TETHER_RUN_PATH, "-n", "2", "--timeout", "100s", "/bin/sh", "-c", script},
                                       transport_environment("tcp"), 120s);
-  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
-  for (const char* counted : {"rank 0: 20000 messages (20000 writes, 0 sends)", "rank 1: 20000 messages (20000 writes, 0 sends)"})
-    EXPECT_NE(outcome.output.find(counted), std::string::npos) << outcome.output;
+  expect_both_ranks_sent(outcome, "20000 writes, 0 sends");
 }
 
 // Writes and credits landing from the peer are signs of life: a stream that outlasts a
@@ -122,18 +128,14 @@ TEST(PersistLimitsTest, ChannelWritesKeepThePeerAliveWithoutProbes) {
   environment.push_back("TETHER_PEER_TIMEOUT=1s");
   auto outcome = tether::testing::run({TETHER_RUN_PATH, "-n", "2", "--timeout", "100s", PERSIST_CHECK_PATH, "no-overhead"},
                                       environment, 120s);
-  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
-  for (const char* counted : {"rank 0: 20000 messages (20000 writes, 0 sends)", "rank 1: 20000 messages (20000 writes, 0 sends)"})
-    EXPECT_NE(outcome.output.find(counted), std::string::npos) << outcome.output;
+  expect_both_ranks_sent(outcome, "20000 writes, 0 sends");
 }
 
 // The default over tcp: every message of no-overhead (at most 1 KiB) is one send.
 TEST(PersistLimitsTest, SmallMessagesOverTcpAreSends) {
   auto outcome = tether::testing::run({TETHER_RUN_PATH, "-n", "2", "--timeout", "100s", PERSIST_CHECK_PATH, "no-overhead"},
                                       transport_environment("tcp"), 120s);
-  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
-  for (const char* counted : {"rank 0: 20000 messages (0 writes, 20000 sends)", "rank 1: 20000 messages (0 writes, 20000 sends)"})
-    EXPECT_NE(outcome.output.find(counted), std::string::npos) << outcome.output;
+  expect_both_ranks_sent(outcome, "0 writes, 20000 sends");
 }
 
 TEST(PersistFailureTest, DeadPeerFailsTheChannelAndTheLauncherNamesIt) {
