@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 
 extern char** environ;
 
@@ -107,9 +108,17 @@ Outcome Subprocess::wait(std::chrono::milliseconds watchdog) {
   return outcome;
 }
 
+// Every job gets a private Open MPI session directory: concurrent mpiruns sharing
+// /tmp/ompi.HOST.UID race when one removes it while another creates it (orte_init fails
+// with "mkdir ... File exists"). Other launchers ignore the variable.
 Outcome run(std::vector<std::string> argv, std::vector<std::string> env, std::chrono::milliseconds watchdog) {
+  char session_dir[] = "/tmp/tether-test-ompi.XXXXXX";
+  bool private_session = ::mkdtemp(session_dir) != nullptr;
+  if (private_session) env.push_back(std::string("OMPI_MCA_orte_tmpdir_base=") + session_dir);
   Subprocess process(std::move(argv), std::move(env));
-  return process.wait(watchdog);
+  Outcome outcome = process.wait(watchdog);
+  if (private_session) std::filesystem::remove_all(session_dir);
+  return outcome;
 }
 
 }  // namespace tether::testing
