@@ -5,6 +5,7 @@
 #include "transport/hybrid/hybrid_transport.hpp"
 #include "transport/ofi/ofi_transport.hpp"
 #include "transport/shm/shm_transport.hpp"
+#include "transport/tcp/tcp_transport.hpp"
 #include "transport/transport.hpp"
 #include "transport/verbs/verbs_transport.hpp"
 
@@ -41,7 +42,7 @@ Expected<std::unique_ptr<Transport>> open_hybrid(const OpenOptions& options) {
   std::string_view local_spec = config::Config::global().choice("TETHER_SHM_TRANSPORT") == "ofi" ? "ofi:shm" : "shm-own";
   auto local = open_transport(local_spec);
   if (!local) return local;
-  auto network = open_transport("ofi", options);
+  auto network = open_transport(network_spec(), options);
   if (!network) return network;
   std::string node = options.node.empty() ? hybrid::node_identity() : options.node;
   return hybrid::HybridTransport::open(std::move(*local), std::move(*network), std::move(node));
@@ -55,6 +56,7 @@ Expected<std::unique_ptr<Transport>> open_transport(std::string_view spec, const
   std::string_view rest = colon == std::string_view::npos ? std::string_view() : spec.substr(colon + 1);
   if (backend == "ofi") return open_ofi(rest, options);
   if (backend == "shm-own") return shm::ShmTransport::open();
+  if (backend == "tcp-own") return tcp::TcpTransport::open(!options.domain.empty() ? options.domain : std::string(rest));
   if (backend == "hybrid") return open_hybrid(options);
   if (backend == "verbs") {
     std::string device = !options.domain.empty() ? options.domain
@@ -63,7 +65,15 @@ Expected<std::unique_ptr<Transport>> open_transport(std::string_view spec, const
     return verbs::VerbsTransport::open(device);
   }
   return make_error(Errc::invalid_argument, fmt::format("unknown transport '{}'", spec),
-                    "use shm-own, hybrid, ofi, ofi:shm, ofi:tcp, ofi:<libfabric provider> or verbs");
+                    "use shm-own, tcp-own, hybrid, ofi, ofi:shm, ofi:tcp, ofi:<libfabric provider> or verbs");
+}
+
+std::string network_spec() {
+  std::string_view wanted = config::Config::global().choice("TETHER_NET_TRANSPORT");
+  if (wanted != "auto") return wanted == "own" ? "tcp-own" : "ofi";
+  if (!configured("TETHER_OFI_PROVIDER").empty()) return "ofi";
+  std::string why;
+  return ofi::choose_provider("", why) == "tcp;ofi_rxm" ? "tcp-own" : "ofi";
 }
 
 std::string describe_ofi_choice() {

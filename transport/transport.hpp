@@ -237,9 +237,13 @@ class Transport {
 
 // Opens a domain and endpoint. `spec`: "ofi" (provider from TETHER_OFI_PROVIDER),
 // "ofi:shm", "ofi:tcp" (tcp;ofi_rxm), "ofi:<libfabric provider>", "verbs", "shm-own",
-// "hybrid" (peers on this node over TETHER_SHM_TRANSPORT, others over "ofi").
+// "tcp-own" or "tcp-own:<interface>", "hybrid" (peers on this node over
+// TETHER_SHM_TRANSPORT, others over network_spec()).
 [[nodiscard]] Expected<std::unique_ptr<Transport>> open_transport(std::string_view spec,
                                                                   const OpenOptions& options = {});
+
+// The network backend TETHER_NET_TRANSPORT picks here: "tcp-own" or "ofi".
+[[nodiscard]] std::string network_spec();
 
 // What `open_transport("ofi")` would pick here and why, for tether-info -v.
 [[nodiscard]] std::string describe_ofi_choice();

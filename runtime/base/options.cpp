@@ -100,6 +100,13 @@ constexpr Option kOptions[] = {
      "Use the shared-memory path for peers on this node (off: the network transport for all)"},
     {"TETHER_SHM_TRANSPORT", "own", Kind::choice,
      "The shared-memory path: own (tether's mailboxes and mapped arenas) or ofi (libfabric's shm)", "own|ofi"},
+    {"TETHER_NET_TRANSPORT", "auto", Kind::choice,
+     "The network path (peers on other nodes, or every peer with TETHER_SHM=off): own (tether's TCP sockets) "
+     "or ofi (libfabric, TETHER_OFI_PROVIDER); auto: ofi when TETHER_OFI_PROVIDER names a provider or libfabric "
+     "lists an RDMA one (verbs, efa, cxi), else own", "auto|own|ofi"},
+    {"TETHER_TCP_INTERFACE", "auto", Kind::text,
+     "Where tether's own TCP transport listens: an interface name (eth0) or IPv4 address; auto: the first "
+     "interface that is up and not loopback, else lo"},
     {"TETHER_NODE_NAME", "auto", Kind::text,
      "This rank's node as the hybrid transport compares it (ranks with equal names use shared memory, "
      "others the network); auto: host name, boot id and network and pid namespaces"},

@@ -6,6 +6,7 @@
 #include "runtime/base/config.hpp"
 #include "runtime/base/log.hpp"
 #include "runtime/messaging/engine.hpp"
+#include "transport/transport.hpp"
 
 namespace tether {
 namespace {
@@ -13,14 +14,14 @@ namespace {
 // On-node jobs use a shared-memory transport (tether's own unless
 // TETHER_SHM_TRANSPORT=ofi); jobs spanning nodes use hybrid (shared memory to this
 // node's peers, the network to the others), on every rank alike: addresses of different
-// transports do not mix. TETHER_SHM=off, or a libfabric provider named for a one-node
-// job, gives "ofi" for all.
+// transports do not mix. TETHER_SHM=off gives the network transport for all
+// (TETHER_NET_TRANSPORT); a libfabric provider named for a one-node job gives "ofi".
 std::string transport_spec(const Bootstrap& bootstrap) {
   const auto& config = config::Config::global();
   const auto& identity = bootstrap.identity();
   bool all_local = identity.local_peers.size() == static_cast<std::size_t>(identity.size);
   bool node_named = config.is_set("TETHER_NODE_NAME");
-  if (!config.flag("TETHER_SHM")) return "ofi";
+  if (!config.flag("TETHER_SHM")) return transport::network_spec();
   if (node_named || !all_local) return "hybrid";
   if (config.is_set("TETHER_OFI_PROVIDER")) return "ofi";
   return config.choice("TETHER_SHM_TRANSPORT") == "ofi" ? "ofi:shm" : "shm-own";

@@ -385,7 +385,7 @@ TEST(TransportOpenTest, UnknownTransportAndBadPeerAddressAreClearErrors) {
   EXPECT_NE(missing.error().cause.find("no-such-provider"), std::string::npos) << missing.error().message();
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, TransportTest, ::testing::Values("shm-own", "ofi:shm", "ofi:tcp", "ofi:tcp+send", "verbs"),
+INSTANTIATE_TEST_SUITE_P(Backends, TransportTest, ::testing::Values("shm-own", "tcp-own", "ofi:shm", "ofi:tcp", "ofi:tcp+send", "verbs"),
                          [](const ::testing::TestParamInfo<std::string>& parameter) {
                            std::string name = parameter.param;
                            std::replace(name.begin(), name.end(), ':', '_');

@@ -1,0 +1,257 @@
+// Opening: the listening socket and the address peers need; connections made on first
+// use and accepted while polling; the registrar's key table.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <optional>
+
+#include "runtime/base/config.hpp"
+#include "runtime/base/log.hpp"
+#include "transport/tcp/tcp_transport.hpp"
+
+namespace tether::transport::tcp {
+namespace {
+
+constexpr std::size_t kInjectBytes = 16 * 1024;
+constexpr std::size_t kQueueDepth = 4096;
+
+std::string dotted(std::uint32_t ipv4) {
+  char text[INET_ADDRSTRLEN] = {};
+  in_addr address{ipv4};
+  ::inet_ntop(AF_INET, &address, text, sizeof text);
+  return text;
+}
+
+// The IPv4 address to listen on: `wanted` as an address, an interface's name, or "auto"
+// (the first interface that is up and not loopback, else loopback).
+Expected<std::uint32_t> choose_address(const std::string& wanted) {
+  in_addr parsed{};
+  if (wanted != "auto" && ::inet_pton(AF_INET, wanted.c_str(), &parsed) == 1) return parsed.s_addr;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0)
+    return make_error(Errc::transport, fmt::format("getifaddrs: {}", std::strerror(errno)),
+                      "set TETHER_TCP_INTERFACE to an IPv4 address", errno);
+  std::optional<std::uint32_t> chosen;
+  std::string seen;
+  for (ifaddrs* entry = list; entry != nullptr && !chosen; entry = entry->ifa_next) {
+    if (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != AF_INET || (entry->ifa_flags & IFF_UP) == 0) continue;
+    std::uint32_t ipv4 = reinterpret_cast<sockaddr_in*>(entry->ifa_addr)->sin_addr.s_addr;
+    seen += fmt::format("{}{} ({})", seen.empty() ? "" : ", ", entry->ifa_name, dotted(ipv4));
+    bool loopback = (entry->ifa_flags & IFF_LOOPBACK) != 0;
+    if (wanted == "auto" ? !loopback : wanted == entry->ifa_name) chosen = ipv4;
+  }
+  ::freeifaddrs(list);
+  if (chosen) return *chosen;
+  if (wanted == "auto") return htonl(INADDR_LOOPBACK);
+  return make_error(Errc::invalid_argument, fmt::format("no IPv4 interface named {} is up (up: {})", wanted, seen),
+                    "set TETHER_TCP_INTERFACE to one of those names, an IPv4 address, or auto");
+}
+
+void set_no_delay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+std::uint64_t next_instance() {
+  static std::atomic<std::uint64_t> counter{0};
+  auto now = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  return now ^ (counter.fetch_add(1) << 48);
+}
+
+}  // namespace
+
+Expected<Registration> TcpRegistrar::register_range(void* address, std::size_t length, Access access) {
+  std::unique_lock lock(mutex_);
+  std::uint64_t key = next_key_++;
+  ranges_[key] = Range{reinterpret_cast<std::uint64_t>(address), length, access};
+  Registration registration;
+  registration.address = address;
+  registration.length = length;
+  registration.remote_key = key;
+  return registration;
+}
+
+void TcpRegistrar::deregister(const Registration& registration) noexcept {
+  std::unique_lock lock(mutex_);
+  ranges_.erase(registration.remote_key);
+}
+
+bool TcpRegistrar::allows(std::uint64_t key, std::uint64_t address, std::uint64_t length, Access access) const {
+  std::shared_lock lock(mutex_);
+  auto found = ranges_.find(key);
+  if (found == ranges_.end()) return false;
+  const Range& range = found->second;
+  bool granted = (static_cast<std::uint32_t>(range.access) & static_cast<std::uint32_t>(access)) != 0;
+  return granted && address >= range.address && address - range.address <= range.length &&
+         length <= range.length - (address - range.address);
+}
+
+Expected<std::unique_ptr<Transport>> TcpTransport::open(const std::string& interface) {
+  std::unique_ptr<TcpTransport> transport(new TcpTransport());
+  std::string wanted = interface.empty() ? std::string(config::Config::global().text("TETHER_TCP_INTERFACE")) : interface;
+  if (auto listening = transport->listen_on(wanted); !listening) return tl::unexpected(listening.error());
+  Limits& limits = transport->limits_;
+  limits.max_message_bytes = std::size_t{1} << 40;
+  limits.max_rma_bytes = 0;  // no limit
+  limits.inject_bytes = kInjectBytes;
+  limits.send_queue_depth = kQueueDepth;
+  limits.receive_queue_depth = kQueueDepth;
+  log::info("transport", "opened tcp-own: listening on {}:{}", dotted(transport->address_.ipv4),
+            ntohs(transport->address_.port));
+  return std::unique_ptr<Transport>(std::move(transport));
+}
+
+Expected<void> TcpTransport::listen_on(const std::string& interface) {
+  auto ipv4 = choose_address(interface);
+  if (!ipv4) return tl::unexpected(ipv4.error());
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  sockaddr_in bound{};
+  bound.sin_family = AF_INET;
+  bound.sin_addr.s_addr = *ipv4;
+  socklen_t bound_length = sizeof bound;
+  if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&bound), sizeof bound) != 0 ||
+      ::listen(listen_fd_, SOMAXCONN) != 0 ||
+      ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &bound_length) != 0)
+    return make_error(Errc::transport, fmt::format("listening on {}: {}", dotted(*ipv4), std::strerror(errno)),
+                      "set TETHER_TCP_INTERFACE to an interface of this host that is up", errno);
+  address_.port = bound.sin_port;
+  address_.ipv4 = *ipv4;
+  address_.pid = static_cast<std::uint32_t>(::getpid());
+  address_.instance = next_instance();
+  return {};
+}
+
+TcpTransport::~TcpTransport() {
+  detach_pool();
+  for (auto& connection : connections_)
+    if (connection->fd >= 0) ::close(connection->fd);
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+}
+
+std::span<const std::byte> TcpTransport::address() const noexcept {
+  return {reinterpret_cast<const std::byte*>(&address_), sizeof address_};
+}
+
+Expected<PeerIndex> TcpTransport::insert_peer(std::span<const std::byte> address) {
+  WireAddress wire{};
+  if (address.size() != sizeof wire)
+    return make_error(Errc::invalid_argument, fmt::format("a {}-byte tcp-own address (expected {})", address.size(), sizeof wire),
+                      "every rank of a job must use the same network transport (TETHER_NETWORK)");
+  std::memcpy(&wire, address.data(), sizeof wire);
+  if (wire.magic != kAddressMagic || wire.version != kWireVersion || wire.port == 0)
+    return make_error(Errc::invalid_argument,
+                      fmt::format("a tcp-own address of version {} (this build speaks {})", wire.version, kWireVersion),
+                      "run the same tether build on every rank");
+  peers_.push_back(TcpPeer{wire, nullptr, false});
+  for (auto& connection : connections_) resolve(*connection);
+  return static_cast<PeerIndex>(peers_.size() - 1);
+}
+
+Connection& TcpTransport::adopt(int fd, bool opened_here) {
+  auto connection = std::make_unique<Connection>();
+  connection->fd = fd;
+  connection->opened_here = opened_here;
+  connection->input = std::make_unique<std::byte[]>(kInputBufferBytes);
+  connections_.push_back(std::move(connection));
+  return *connections_.back();
+}
+
+// Our connection to `peer`, opened (and greeted) on first use; nullptr after fail().
+Connection* TcpTransport::connection_to(PeerIndex peer) noexcept {
+  if (peer >= peers_.size()) {
+    (void)fail(Errc::invalid_argument, fmt::format("peer {} was never inserted ({} peers)", peer, peers_.size()),
+               "insert the peer's address with insert_peer first");
+    return nullptr;
+  }
+  TcpPeer& target = peers_[peer];
+  if (target.connection != nullptr) return target.connection;
+  std::string where = fmt::format("{}:{} (process {})", dotted(target.address.ipv4), ntohs(target.address.port),
+                                  target.address.pid);
+  if (target.dead) {
+    (void)fail(Errc::peer_unreachable, fmt::format("the connection to {} was lost", where), "stop sending to that peer");
+    return nullptr;
+  }
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in remote{};
+  remote.sin_family = AF_INET;
+  remote.sin_addr.s_addr = target.address.ipv4;
+  remote.sin_port = target.address.port;
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) != 0) {
+    int error = errno;
+    if (fd >= 0) ::close(fd);
+    (void)fail(Errc::peer_unreachable, fmt::format("connect to {}: {}", where, std::strerror(error)),
+               "the peer must be alive and reachable on its TETHER_TCP_INTERFACE (check routes and firewalls)", error);
+    return nullptr;
+  }
+  set_no_delay(fd);
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  try {
+    Connection& connection = adopt(fd, true);
+    connection.peer = peer;
+    target.connection = &connection;
+    FrameHeader hello;
+    hello.kind = FrameKind::hello;
+    hello.length = sizeof address_;
+    if (queue_frame(connection, hello, &address_, Keep::copy, 0) == Status::error) return nullptr;
+    return &connection;
+  } catch (const std::bad_alloc&) {
+    ::close(fd);
+    (void)fail(Errc::out_of_memory, "no memory for a connection", "free memory");
+    return nullptr;
+  }
+}
+
+void TcpTransport::accept_new() noexcept {
+  for (;;) {
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    set_no_delay(fd);
+    try {
+      adopt(fd, false);
+    } catch (const std::bad_alloc&) {
+      ::close(fd);
+      return;
+    }
+  }
+}
+
+// An accepted connection learns its peer index from the hello's address, once inserted.
+void TcpTransport::resolve(Connection& connection) noexcept {
+  if (connection.opened_here || !connection.said_hello || connection.peer != kUnknownPeer) return;
+  for (PeerIndex peer = 0; peer < peers_.size(); ++peer)
+    if (peers_[peer].address == connection.remote) connection.peer = peer;
+}
+
+// Our connection closing fails everything still owed on it; an accepted one owes nothing.
+void TcpTransport::close_connection(Connection& connection, const char* cause) noexcept {
+  if (connection.fd < 0) return;
+  ::close(connection.fd);
+  connection.fd = -1;
+  if (!connection.opened_here) return;
+  PeerIndex peer = connection.peer;
+  peers_[peer].connection = nullptr;
+  peers_[peer].dead = true;
+  log::warn("transport", "tcp-own: connection to peer {} closed: {}", peer, cause);
+  for (const OutgoingFrame& frame : connection.output)
+    if (frame.completes_send) complete_error(CompletionKind::send_done, Errc::peer_unreachable, peer, frame.context, cause);
+  connection.output.clear();
+  connection.output_bytes = 0;
+  for (PendingOperation& operation : pending_) {
+    if (!operation.live || operation.peer != peer) continue;
+    complete_error(operation.kind, Errc::peer_unreachable, peer, operation.context, cause);
+    retire_pending(operation);
+  }
+}
+
+}  // namespace tether::transport::tcp

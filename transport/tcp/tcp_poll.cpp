@@ -1,0 +1,261 @@
+// Polling: flush queued frames, then take every frame the sockets hold. A frame's header
+// is read into the connection's input buffer; its payload goes to the oldest posted
+// receive (message), the registered memory its key names (write, after the check), or
+// the reader's buffer (read_response); large payloads are received straight there. A
+// message with no receive posted waits in the socket (back-pressure on the sender).
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "runtime/base/log.hpp"
+#include "transport/tcp/tcp_transport.hpp"
+
+namespace tether::transport::tcp {
+namespace {
+
+constexpr std::size_t kDirectBytes = 4096;      // payloads from here on skip the input buffer
+constexpr std::uint32_t kAcceptEveryPolls = 64;
+
+std::size_t payload_on_stream(const FrameHeader& header) noexcept {
+  return header.kind == FrameKind::read_request ? 0 : header.length;
+}
+
+}  // namespace
+
+void TcpTransport::complete(CompletionKind kind, PeerIndex peer, std::uint64_t context, void* buffer,
+                            std::size_t length, std::uint64_t notification) {
+  Completion completion;
+  completion.kind = kind;
+  completion.peer = peer;
+  completion.context = context;
+  completion.buffer = buffer;
+  completion.length = length;
+  completion.notification = notification;
+  completions_.push_back(completion);
+}
+
+void TcpTransport::complete_error(CompletionKind failed, Errc error, PeerIndex peer, std::uint64_t context,
+                                  const char* cause) {
+  Completion completion;
+  completion.failed_kind = failed;
+  completion.error = error;
+  completion.peer = peer;
+  completion.context = context;
+  completion.cause = cause;
+  completions_.push_back(completion);
+}
+
+// Starts the frame whose header is next in the input; false when there is none yet, or
+// it is a message and no receive is posted.
+bool TcpTransport::take_header(Connection& connection) noexcept {
+  if (connection.input_end - connection.input_begin < sizeof(FrameHeader)) return false;
+  FrameHeader header;
+  std::memcpy(&header, connection.input.get() + connection.input_begin, sizeof header);
+  if (!frame_valid(header)) [[unlikely]] {
+    log::error("transport", "tcp-own: a malformed frame (magic {:#x}, kind {}, {} bytes) from peer {}: connection closed",
+               header.magic, static_cast<unsigned>(header.kind), header.length, connection.peer);
+    close_connection(connection, "a malformed frame arrived");
+    return false;
+  }
+  if (header.kind == FrameKind::message && receives_.empty()) return false;
+  connection.input_begin += sizeof header;
+  IncomingFrame& incoming = connection.incoming;
+  incoming = IncomingFrame{};
+  incoming.header = header;
+  incoming.active = true;
+  incoming.left = payload_on_stream(header);
+  switch (header.kind) {
+    case FrameKind::hello:
+      incoming.target = reinterpret_cast<std::byte*>(&connection.remote);
+      incoming.room = sizeof connection.remote;
+      break;
+    case FrameKind::message: {
+      PostedReceive receive = receives_.front();
+      receives_.pop_front();
+      incoming.target = static_cast<std::byte*>(receive.buffer);
+      incoming.room = std::min<std::size_t>(header.length, receive.length);
+      incoming.context = receive.context;
+      break;
+    }
+    case FrameKind::write:
+      if (registrar_.allows(header.key, header.address, header.length, Access::remote_write)) {
+        incoming.target = reinterpret_cast<std::byte*>(header.address);
+        incoming.room = header.length;
+      } else {
+        incoming.header.status = FrameStatus::bad_key;
+      }
+      break;
+    case FrameKind::read_response:
+      if (PendingOperation* operation = find_pending(header.operation);
+          operation != nullptr && operation->kind == CompletionKind::read_done) {
+        incoming.target = static_cast<std::byte*>(operation->buffer);
+        incoming.room = std::min<std::size_t>(header.length, operation->length);
+      }
+      break;
+    case FrameKind::read_request:
+    case FrameKind::write_ack:
+      break;
+  }
+  if (incoming.left == 0) finish_frame(connection);
+  return true;
+}
+
+// Moves buffered payload bytes of the current frame to where they go.
+void TcpTransport::take_payload(Connection& connection) noexcept {
+  IncomingFrame& incoming = connection.incoming;
+  std::size_t available = std::min(connection.input_end - connection.input_begin, incoming.left);
+  if (incoming.taken < incoming.room) {
+    std::size_t kept = std::min(available, incoming.room - incoming.taken);
+    std::memcpy(incoming.target + incoming.taken, connection.input.get() + connection.input_begin, kept);
+  }
+  connection.input_begin += available;
+  incoming.taken += available;
+  incoming.left -= available;
+  if (incoming.left == 0) finish_frame(connection);
+}
+
+void TcpTransport::answer_read(Connection& connection, const FrameHeader& request) noexcept {
+  FrameHeader response;
+  response.kind = FrameKind::read_response;
+  response.operation = request.operation;
+  const void* source = nullptr;
+  if (registrar_.allows(request.key, request.address, request.length, Access::remote_read)) {
+    response.length = request.length;
+    source = reinterpret_cast<const void*>(request.address);
+  } else {
+    response.status = FrameStatus::bad_key;
+  }
+  (void)queue_frame(connection, response, source, Keep::until_answered, 0);
+}
+
+// The current frame's payload is all in: complete what it finishes and answer it.
+void TcpTransport::finish_frame(Connection& connection) noexcept {
+  IncomingFrame& incoming = connection.incoming;
+  incoming.active = false;
+  const FrameHeader& header = incoming.header;
+  try {
+    switch (header.kind) {
+      case FrameKind::hello:
+        connection.said_hello = connection.remote.magic == kAddressMagic;
+        resolve(connection);
+        break;
+      case FrameKind::message:
+        complete(CompletionKind::receive, connection.peer, incoming.context, incoming.target, incoming.room);
+        break;
+      case FrameKind::write: {
+        if (header.status == FrameStatus::ok && (header.flags & kFlagNotification) != 0)
+          complete(CompletionKind::remote_write, connection.peer, 0, incoming.target, header.length, header.notification);
+        FrameHeader ack;
+        ack.kind = FrameKind::write_ack;
+        ack.operation = header.operation;
+        ack.status = header.status;
+        (void)queue_frame(connection, ack, nullptr, Keep::copy, 0);
+        break;
+      }
+      case FrameKind::read_request:
+        answer_read(connection, header);
+        break;
+      case FrameKind::read_response:
+      case FrameKind::write_ack:
+        settle(header);
+        break;
+    }
+  } catch (const std::bad_alloc&) {
+    log::error("transport", "tcp-own: no memory to complete a frame of kind {}", static_cast<unsigned>(header.kind));
+  }
+}
+
+// A peer's answer completes the write or read it names.
+void TcpTransport::settle(const FrameHeader& answer) {
+  PendingOperation* operation = find_pending(answer.operation);
+  CompletionKind expected = answer.kind == FrameKind::write_ack ? CompletionKind::write_done : CompletionKind::read_done;
+  if (operation == nullptr || operation->kind != expected) {
+    log::warn("transport", "tcp-own: an answer for operation {:#x}, which is not waiting: ignored", answer.operation);
+    return;
+  }
+  if (answer.status != FrameStatus::ok)
+    complete_error(expected, Errc::invalid_argument, operation->peer, operation->context,
+                   "the peer refused the RMA: its key does not cover the range");
+  else if (expected == CompletionKind::read_done && answer.length != operation->length)
+    complete_error(expected, Errc::transport, operation->peer, operation->context,
+                   "the peer answered a read with a different length");
+  else
+    complete(expected, operation->peer, operation->context, operation->buffer, operation->length);
+  retire_pending(*operation);
+}
+
+// Takes every whole frame in the input buffer, and the buffered part of the next.
+void TcpTransport::take_buffered(Connection& connection) noexcept {
+  IncomingFrame& incoming = connection.incoming;
+  while (connection.fd >= 0) {
+    if (!incoming.active && !take_header(connection)) return;
+    if (incoming.active) take_payload(connection);
+    if (incoming.active) return;
+  }
+}
+
+// Takes the frames buffered, then reads more; stops when the socket is drained, the input
+// is full (back-pressure) or the connection closed.
+void TcpTransport::receive_from(Connection& connection) noexcept {
+  for (;;) {
+    IncomingFrame& incoming = connection.incoming;
+    take_buffered(connection);
+    if (connection.fd < 0) return;
+    std::byte* into = nullptr;
+    std::size_t room = 0;
+    bool direct = incoming.active && connection.input_begin == connection.input_end && incoming.left >= kDirectBytes &&
+                  incoming.taken < incoming.room;
+    if (direct) {
+      into = incoming.target + incoming.taken;
+      room = std::min(incoming.left, incoming.room - incoming.taken);
+    } else {
+      if (connection.input_begin > 0) {
+        std::memmove(connection.input.get(), connection.input.get() + connection.input_begin,
+                     connection.input_end - connection.input_begin);
+        connection.input_end -= connection.input_begin;
+        connection.input_begin = 0;
+      }
+      into = connection.input.get() + connection.input_end;
+      room = kInputBufferBytes - connection.input_end;
+      if (room == 0) return;  // a message waits for a receive; the sender's socket fills
+    }
+    ssize_t got = ::recv(connection.fd, into, room, MSG_DONTWAIT);
+    if (got == 0) return close_connection(connection, "the peer closed the connection");
+    if (got < 0) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) close_connection(connection, std::strerror(errno));
+      return;
+    }
+    auto received = static_cast<std::size_t>(got);
+    if (direct) {
+      incoming.taken += received;
+      incoming.left -= received;
+      if (incoming.left == 0) finish_frame(connection);
+    } else {
+      connection.input_end += received;
+    }
+    if (received < room) {  // drained: take what came and stop
+      take_buffered(connection);
+      return;
+    }
+  }
+}
+
+std::size_t TcpTransport::poll(std::span<Completion> out) noexcept {
+  if (++polls_ % kAcceptEveryPolls == 0) accept_new();
+  for (std::size_t i = 0; i < connections_.size(); ++i) {
+    Connection& connection = *connections_[i];
+    if (connection.fd >= 0 && !connection.output.empty()) flush(connection);
+    if (connection.fd >= 0) receive_from(connection);
+  }
+  std::erase_if(connections_, [](const auto& connection) { return connection->fd < 0; });
+  std::size_t count = 0;
+  while (count < out.size() && !completions_.empty()) {
+    out[count++] = completions_.front();
+    completions_.pop_front();
+  }
+  return count;
+}
+
+}  // namespace tether::transport::tcp

@@ -1,0 +1,178 @@
+// tcp-own: tether's own network transport over TCP sockets, for hosts without an RDMA
+// NIC. Each endpoint listens on one socket; the first operation to a peer connects to
+// it (one connection per direction of initiation: requests go out on the connection we
+// opened, answers to a peer's requests on the one it opened). RMA is emulated: a write
+// frame's payload is received straight into the registered target memory after its key
+// is checked, and acknowledged; a read request is answered with the bytes. The socket is
+// polled with non-blocking recv from poll(), no thread. See transport/tcp/README.md.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <shared_mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/tcp/tcp_wire.hpp"
+#include "transport/transport.hpp"
+
+namespace tether::transport::tcp {
+
+inline constexpr std::size_t kInputBufferBytes = 64 * 1024;  // per connection
+
+// Keys name registrations in a table the target checks every RMA against: no pinning
+// (the kernel copies), so registering is a map insert. Thread-safe.
+class TcpRegistrar final : public Registrar {
+ public:
+  [[nodiscard]] std::string_view name() const noexcept override { return "tcp-own"; }
+  [[nodiscard]] Expected<Registration> register_range(void* address, std::size_t length, Access access) override;
+  void deregister(const Registration& registration) noexcept override;
+  // Whether `key` grants `access` to [address, address + length).
+  [[nodiscard]] bool allows(std::uint64_t key, std::uint64_t address, std::uint64_t length, Access access) const;
+
+ private:
+  struct Range {
+    std::uint64_t address;
+    std::uint64_t length;
+    Access access;
+  };
+  mutable std::shared_mutex mutex_;
+  std::unordered_map<std::uint64_t, Range> ranges_;
+  std::uint64_t next_key_ = 1;
+};
+
+// A frame waiting for the socket. The payload is the caller's buffer (kept until the
+// send completes) or `owned` (sends reported done before they left).
+struct OutgoingFrame {
+  FrameHeader header;
+  const std::byte* payload = nullptr;
+  std::size_t sent = 0;                 // of header + payload
+  std::vector<std::byte> owned;
+  bool completes_send = false;          // report send_done with `context` once sent
+  std::uint64_t context = 0;
+};
+
+// Where the payload of the frame being received goes.
+struct IncomingFrame {
+  FrameHeader header;
+  bool active = false;       // header taken, payload (if any) pending
+  std::byte* target = nullptr;
+  std::size_t room = 0;      // payload bytes `target` takes; the rest is discarded
+  std::size_t left = 0;      // payload bytes still on the stream
+  std::size_t taken = 0;     // payload bytes received so far
+  std::uint64_t context = 0; // message: the posted receive's context
+};
+
+struct Connection {
+  int fd = -1;
+  PeerIndex peer = kUnknownPeer;   // accepted: resolved from the hello, maybe later
+  bool opened_here = false;        // our requests go out on it
+  bool said_hello = false;         // accepted: its hello arrived
+  WireAddress remote{};            // accepted: the hello's address
+  std::unique_ptr<std::byte[]> input;
+  std::size_t input_begin = 0, input_end = 0;
+  IncomingFrame incoming;
+  std::deque<OutgoingFrame> output;
+  std::size_t output_bytes = 0;    // queued and not yet sent
+};
+
+struct TcpPeer {
+  WireAddress address{};
+  Connection* connection = nullptr;  // ours to it, once connected
+  bool dead = false;
+};
+
+// A write or read waiting for the peer's answer; `operation` ids are index | generation << 32.
+struct PendingOperation {
+  CompletionKind kind = CompletionKind::error;
+  PeerIndex peer = kUnknownPeer;
+  std::uint64_t context = 0;
+  void* buffer = nullptr;
+  std::size_t length = 0;
+  std::uint32_t generation = 0;
+  bool live = false;
+};
+
+class TcpTransport final : public Transport {
+ public:
+  // `interface`: an interface name or IPv4 address to listen on; "" = TETHER_TCP_INTERFACE.
+  static Expected<std::unique_ptr<Transport>> open(const std::string& interface);
+  ~TcpTransport() override;
+
+  [[nodiscard]] std::string_view name() const noexcept override { return "tcp-own"; }
+  [[nodiscard]] const Limits& limits() const noexcept override { return limits_; }
+  [[nodiscard]] Registrar& registrar() noexcept override { return registrar_; }
+  [[nodiscard]] std::span<const std::byte> address() const noexcept override;
+  [[nodiscard]] Expected<PeerIndex> insert_peer(std::span<const std::byte> address) override;
+
+  [[nodiscard]] Status post_receive(void* buffer, std::size_t length, void* descriptor,
+                                    std::uint64_t context) noexcept override;
+  [[nodiscard]] Status send(PeerIndex peer, const void* buffer, std::size_t length, void* descriptor,
+                            std::uint64_t context) noexcept override;
+  [[nodiscard]] Status write(PeerIndex peer, const void* buffer, std::size_t length, void* descriptor,
+                             const RemoteBuffer& target, std::size_t target_offset,
+                             std::uint64_t context) noexcept override;
+  [[nodiscard]] Status write_with_notification(PeerIndex peer, const void* buffer, std::size_t length,
+                                               void* descriptor, const RemoteBuffer& target,
+                                               std::size_t target_offset, std::uint64_t notification,
+                                               std::uint64_t context) noexcept override;
+  [[nodiscard]] Status read(PeerIndex peer, void* buffer, std::size_t length, void* descriptor,
+                            const RemoteBuffer& source, std::size_t source_offset,
+                            std::uint64_t context) noexcept override;
+  [[nodiscard]] std::size_t poll(std::span<Completion> out) noexcept override;
+  [[nodiscard]] bool range_keys_are_cheap() const noexcept override { return true; }
+
+ private:
+  TcpTransport() = default;
+  Expected<void> listen_on(const std::string& interface);
+
+  // Connections (tcp_connect.cpp).
+  Connection* connection_to(PeerIndex peer) noexcept;
+  Connection& adopt(int fd, bool opened_here);
+  void accept_new() noexcept;
+  void resolve(Connection& connection) noexcept;
+  void close_connection(Connection& connection, const char* cause) noexcept;
+
+  // Posting (tcp_post.cpp).
+  enum class Keep : std::uint8_t { copy, until_sent, until_answered };
+  Status start_rma(PeerIndex peer, FrameHeader& header, const void* buffer, std::size_t length, CompletionKind kind,
+                   const RemoteBuffer& remote, std::size_t offset, std::uint64_t context) noexcept;
+  Status queue_frame(Connection& connection, const FrameHeader& header, const void* payload, Keep keep,
+                     std::uint64_t context) noexcept;
+  bool flush(Connection& connection) noexcept;
+  std::uint64_t add_pending(const PendingOperation& operation);
+  PendingOperation* find_pending(std::uint64_t operation) noexcept;
+  void retire_pending(PendingOperation& operation) noexcept;
+
+  // Receiving (tcp_poll.cpp).
+  void receive_from(Connection& connection) noexcept;
+  void take_buffered(Connection& connection) noexcept;
+  bool take_header(Connection& connection) noexcept;
+  void take_payload(Connection& connection) noexcept;
+  void finish_frame(Connection& connection) noexcept;
+  void answer_read(Connection& connection, const FrameHeader& request) noexcept;
+  void settle(const FrameHeader& answer);
+  void complete(CompletionKind kind, PeerIndex peer, std::uint64_t context, void* buffer, std::size_t length,
+                std::uint64_t notification = 0);
+  void complete_error(CompletionKind failed, Errc error, PeerIndex peer, std::uint64_t context, const char* cause);
+
+  struct PostedReceive {
+    void* buffer;
+    std::size_t length;
+    std::uint64_t context;
+  };
+
+  TcpRegistrar registrar_;
+  Limits limits_;
+  WireAddress address_{};
+  int listen_fd_ = -1;
+  std::vector<TcpPeer> peers_;
+  std::vector<std::unique_ptr<Connection>> connections_;
+  std::deque<PostedReceive> receives_;
+  std::deque<Completion> completions_;
+  std::vector<PendingOperation> pending_;
+  std::vector<std::uint32_t> free_pending_;
+  std::uint32_t polls_ = 0;
+};
+
+}  // namespace tether::transport::tcp

@@ -1,0 +1,66 @@
+// What tcp-own puts on a TCP stream: a fixed 48-byte frame header, then the frame's
+// payload. Host byte order (the ranks of a job run the same build); the magic word
+// catches a stream that lost its framing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tether::transport::tcp {
+
+inline constexpr std::uint32_t kFrameMagic = 0x50435454;    // "TTCP"
+inline constexpr std::uint32_t kAddressMagic = 0x41435454;  // "TTCA"
+inline constexpr std::uint16_t kWireVersion = 1;
+
+enum class FrameKind : std::uint8_t {
+  hello = 1,      // first frame of a connection: payload is the connecting side's address
+  message,        // a send: payload lands in the oldest posted receive
+  write,          // payload lands at (address, key); answered by write_ack
+  read_request,   // asks for `length` bytes at (address, key); answered by read_response
+  read_response,  // payload: the bytes read (none when status says why not)
+  write_ack,      // the write named by `operation` landed (or status says why not)
+};
+
+enum class FrameStatus : std::uint16_t { ok = 0, bad_key = 1 };
+
+inline constexpr std::uint8_t kFlagNotification = 1;  // write: report `notification` at the target
+
+struct FrameHeader {
+  std::uint32_t magic = kFrameMagic;
+  FrameKind kind = FrameKind::message;
+  std::uint8_t flags = 0;
+  FrameStatus status = FrameStatus::ok;
+  std::uint64_t length = 0;        // payload bytes (read_request: bytes asked for)
+  std::uint64_t operation = 0;     // the initiator's id of a write or read, echoed back
+  std::uint64_t address = 0;       // write, read_request: target address in the owner's view
+  std::uint64_t key = 0;           // write, read_request: the registration's key
+  std::uint64_t notification = 0;  // write with kFlagNotification
+};
+static_assert(sizeof(FrameHeader) == 48);
+
+// What address() hands to peers.
+struct WireAddress {
+  std::uint32_t magic = kAddressMagic;
+  std::uint16_t version = kWireVersion;
+  std::uint16_t port = 0;      // network byte order
+  std::uint32_t ipv4 = 0;      // network byte order
+  std::uint32_t pid = 0;
+  std::uint64_t instance = 0;  // distinguishes endpoints of one process
+};
+static_assert(sizeof(WireAddress) == 24);
+
+inline bool operator==(const WireAddress& a, const WireAddress& b) noexcept {
+  return a.magic == b.magic && a.version == b.version && a.port == b.port && a.ipv4 == b.ipv4 && a.pid == b.pid &&
+         a.instance == b.instance;
+}
+
+// Whether a header read off the stream can be acted on; hello's payload must be an address.
+inline bool frame_valid(const FrameHeader& header) noexcept {
+  if (header.magic != kFrameMagic) return false;
+  if (header.kind < FrameKind::hello || header.kind > FrameKind::write_ack) return false;
+  if (header.kind == FrameKind::hello) return header.length == sizeof(WireAddress);
+  if (header.kind == FrameKind::write_ack) return header.length == 0;
+  return true;
+}
+
+}  // namespace tether::transport::tcp
