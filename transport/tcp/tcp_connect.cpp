@@ -147,27 +147,62 @@ Expected<PeerIndex> TcpTransport::insert_peer(std::span<const std::byte> address
   WireAddress wire{};
   if (address.size() != sizeof wire)
     return make_error(Errc::invalid_argument, fmt::format("a {}-byte tcp-own address (expected {})", address.size(), sizeof wire),
-                      "every rank of a job must use the same network transport (TETHER_NETWORK)");
+                      "every rank of a job must use the same network transport (TETHER_NET_TRANSPORT)");
   std::memcpy(&wire, address.data(), sizeof wire);
   if (wire.magic != kAddressMagic || wire.version != kWireVersion || wire.port == 0)
     return make_error(Errc::invalid_argument,
                       fmt::format("a tcp-own address of version {} (this build speaks {})", wire.version, kWireVersion),
                       "run the same tether build on every rank");
   peers_.push_back(TcpPeer{wire, nullptr, false});
-  for (auto& connection : connections_) resolve(*connection);
-  return static_cast<PeerIndex>(peers_.size() - 1);
+  auto peer = static_cast<PeerIndex>(peers_.size() - 1);
+  // A connection the peer opened before we knew it becomes ours to it too.
+  for (auto& connection : connections_) {
+    resolve(*connection);
+    bool from_it = connection->peer == peer && connection->said_hello && connection->fd >= 0;
+    if (from_it && wire != address_ && peers_[peer].connection == nullptr) peers_[peer].connection = connection.get();
+  }
+  return peer;
 }
 
-Connection& TcpTransport::adopt(int fd, bool opened_here) {
+Connection& TcpTransport::adopt(int fd, LinkState state) {
   auto connection = std::make_unique<Connection>();
   connection->fd = fd;
-  connection->opened_here = opened_here;
+  connection->state = state;
   connection->input = std::make_unique<std::byte[]>(kInputBufferBytes);
   connections_.push_back(std::move(connection));
   return *connections_.back();
 }
 
-// Our connection to `peer`, opened (and greeted) on first use; nullptr after fail().
+namespace {
+
+// Connects and says hello (blocking: a few bytes into a fresh socket); -1 with errno set.
+int connect_and_greet(const WireAddress& target, const WireAddress& self) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in remote{};
+  remote.sin_family = AF_INET;
+  remote.sin_addr.s_addr = target.ipv4;
+  remote.sin_port = target.port;
+  FrameHeader hello;
+  hello.kind = FrameKind::hello;
+  hello.length = sizeof self;
+  std::byte greeting[sizeof hello + sizeof self];
+  std::memcpy(greeting, &hello, sizeof hello);
+  std::memcpy(greeting + sizeof hello, &self, sizeof self);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) != 0 ||
+      ::send(fd, greeting, sizeof greeting, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof greeting)) {
+    int error = errno;
+    if (fd >= 0) ::close(fd);
+    errno = error;
+    return -1;
+  }
+  set_no_delay(fd);
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  return fd;
+}
+
+}  // namespace
+
+// The connection frames to `peer` go on, opened on first use; nullptr after fail().
 Connection* TcpTransport::connection_to(PeerIndex peer) noexcept {
   if (peer >= peers_.size()) {
     (void)fail(Errc::invalid_argument, fmt::format("peer {} was never inserted ({} peers)", peer, peers_.size()),
@@ -182,28 +217,17 @@ Connection* TcpTransport::connection_to(PeerIndex peer) noexcept {
     (void)fail(Errc::peer_unreachable, fmt::format("the connection to {} was lost", where), "stop sending to that peer");
     return nullptr;
   }
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in remote{};
-  remote.sin_family = AF_INET;
-  remote.sin_addr.s_addr = target.address.ipv4;
-  remote.sin_port = target.address.port;
-  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) != 0) {
+  int fd = connect_and_greet(target.address, address_);
+  if (fd < 0) {
     int error = errno;
-    if (fd >= 0) ::close(fd);
     (void)fail(Errc::peer_unreachable, fmt::format("connect to {}: {}", where, std::strerror(error)),
                "the peer must be alive and reachable on its TETHER_TCP_INTERFACE (check routes and firewalls)", error);
     return nullptr;
   }
-  set_no_delay(fd);
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   try {
-    Connection& connection = adopt(fd, true);
+    Connection& connection = adopt(fd, LinkState::awaiting_answer);
     connection.peer = peer;
     target.connection = &connection;
-    FrameHeader hello;
-    hello.kind = FrameKind::hello;
-    hello.length = sizeof address_;
-    if (queue_frame(connection, hello, &address_, Keep::copy, 0) == Status::error) return nullptr;
     return &connection;
   } catch (const std::bad_alloc&) {
     ::close(fd);
@@ -218,7 +242,7 @@ void TcpTransport::accept_new() noexcept {
     if (fd < 0) return;
     set_no_delay(fd);
     try {
-      adopt(fd, false);
+      adopt(fd, LinkState::open);
     } catch (const std::bad_alloc&) {
       ::close(fd);
       return;
@@ -228,18 +252,68 @@ void TcpTransport::accept_new() noexcept {
 
 // An accepted connection learns its peer index from the hello's address, once inserted.
 void TcpTransport::resolve(Connection& connection) noexcept {
-  if (connection.opened_here || !connection.said_hello || connection.peer != kUnknownPeer) return;
+  if (!connection.said_hello || connection.peer != kUnknownPeer) return;
   for (PeerIndex peer = 0; peer < peers_.size(); ++peer)
     if (peers_[peer].address == connection.remote) connection.peer = peer;
 }
 
-// Our connection closing fails everything still owed on it; an accepted one owes nothing.
-void TcpTransport::close_connection(Connection& connection, const char* cause) noexcept {
-  if (connection.fd < 0) return;
+void TcpTransport::answer_hello(Connection& connection, FrameStatus status) noexcept {
+  FrameHeader answer;
+  answer.kind = FrameKind::answer;
+  answer.status = status;
+  (void)queue_frame(connection, answer, nullptr, Keep::copy, 0);
+}
+
+// A hello arrived on an accepted connection: it becomes the pair's connection, unless we
+// connected to the same peer at once and our address is the smaller (ours wins, and the
+// peer moves its frames onto it when our hello reaches it).
+void TcpTransport::welcome(Connection& connection) noexcept {
+  resolve(connection);
+  PeerIndex peer = connection.peer;
+  if (peer == kUnknownPeer || connection.remote == address_) return answer_hello(connection, FrameStatus::ok);
+  Connection* mine = peers_[peer].connection;
+  bool waiting = mine != nullptr && mine->state != LinkState::open;
+  if (waiting && mine->state == LinkState::awaiting_answer && address_ < connection.remote) {
+    answer_hello(connection, FrameStatus::rejected);
+    return close_connection(connection, "both sides connected; ours is kept");
+  }
+  if (mine != nullptr && !waiting) return answer_hello(connection, FrameStatus::ok);  // a second connection: ours stays
+  if (waiting) {
+    for (OutgoingFrame& frame : mine->output) connection.output.push_back(std::move(frame));
+    connection.output_bytes += mine->output_bytes;
+    mine->output.clear();
+    mine->output_bytes = 0;
+    if (mine->fd >= 0) ::close(mine->fd);
+    mine->fd = -1;
+    mine->state = LinkState::open;  // swept at the end of this poll
+  }
+  peers_[peer].connection = &connection;
+  answer_hello(connection, FrameStatus::ok);
+}
+
+// The peer answered our hello: send what waited, or wait for its own connection.
+void TcpTransport::take_answer(Connection& connection, FrameStatus status) noexcept {
+  if (connection.state != LinkState::awaiting_answer) return;
+  if (status == FrameStatus::ok) {
+    connection.state = LinkState::open;
+    (void)flush(connection);
+    return;
+  }
   ::close(connection.fd);
   connection.fd = -1;
-  if (!connection.opened_here) return;
+  connection.state = LinkState::parked;
+}
+
+// The pair's connection closing fails everything still owed to the peer; an extra one
+// owes nothing. One that closes before answering our hello is treated as a rejection.
+void TcpTransport::close_connection(Connection& connection, const char* cause) noexcept {
+  if (connection.fd < 0) return;
   PeerIndex peer = connection.peer;
+  bool pairs = peer != kUnknownPeer && peers_[peer].connection == &connection;
+  if (pairs && connection.state == LinkState::awaiting_answer) return take_answer(connection, FrameStatus::rejected);
+  ::close(connection.fd);
+  connection.fd = -1;
+  if (!pairs) return;
   peers_[peer].connection = nullptr;
   peers_[peer].dead = true;
   log::warn("transport", "tcp-own: connection to peer {} closed: {}", peer, cause);

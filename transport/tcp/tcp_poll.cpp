@@ -96,6 +96,7 @@ bool TcpTransport::take_header(Connection& connection) noexcept {
       break;
     case FrameKind::read_request:
     case FrameKind::write_ack:
+    case FrameKind::answer:
       break;
   }
   if (incoming.left == 0) finish_frame(connection);
@@ -127,7 +128,7 @@ void TcpTransport::answer_read(Connection& connection, const FrameHeader& reques
   } else {
     response.status = FrameStatus::bad_key;
   }
-  (void)queue_frame(connection, response, source, Keep::until_answered, 0);
+  queue_answer(connection, response, source);
 }
 
 // The current frame's payload is all in: complete what it finishes and answer it.
@@ -139,7 +140,11 @@ void TcpTransport::finish_frame(Connection& connection) noexcept {
     switch (header.kind) {
       case FrameKind::hello:
         connection.said_hello = connection.remote.magic == kAddressMagic;
-        resolve(connection);
+        if (connection.said_hello) welcome(connection);
+        else close_connection(connection, "a hello without an address");
+        break;
+      case FrameKind::answer:
+        take_answer(connection, header.status);
         break;
       case FrameKind::message:
         complete(CompletionKind::receive, connection.peer, incoming.context, incoming.target, incoming.room);
@@ -151,7 +156,7 @@ void TcpTransport::finish_frame(Connection& connection) noexcept {
         ack.kind = FrameKind::write_ack;
         ack.operation = header.operation;
         ack.status = header.status;
-        (void)queue_frame(connection, ack, nullptr, Keep::copy, 0);
+        queue_answer(connection, ack, nullptr);
         break;
       }
       case FrameKind::read_request:
@@ -249,7 +254,8 @@ std::size_t TcpTransport::poll(std::span<Completion> out) noexcept {
     if (connection.fd >= 0 && !connection.output.empty()) flush(connection);
     if (connection.fd >= 0) receive_from(connection);
   }
-  std::erase_if(connections_, [](const auto& connection) { return connection->fd < 0; });
+  std::erase_if(connections_,
+                [](const auto& connection) { return connection->fd < 0 && connection->state != LinkState::parked; });
   std::size_t count = 0;
   while (count < out.size() && !completions_.empty()) {
     out[count++] = completions_.front();

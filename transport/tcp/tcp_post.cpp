@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "runtime/base/log.hpp"
 #include "transport/tcp/tcp_transport.hpp"
 
 namespace tether::transport::tcp {
@@ -36,6 +37,7 @@ bool would_block(int error) noexcept { return error == EAGAIN || error == EWOULD
 
 // Sends what the socket takes now. false: the connection broke and was closed.
 bool TcpTransport::flush(Connection& connection) noexcept {
+  if (connection.state != LinkState::open) return true;  // frames wait for the peer's answer
   while (!connection.output.empty()) {
     iovec vectors[kMostIovecs];
     std::size_t count = 0;
@@ -67,12 +69,9 @@ bool TcpTransport::flush(Connection& connection) noexcept {
   return true;
 }
 
-// Queues a frame behind the connection's others and sends what it can. `keep` says what
-// happens to a payload that did not leave at once: copied (the call is done), referenced
-// until sent (a send_done follows: posted), or referenced until the peer answers.
-Status TcpTransport::queue_frame(Connection& connection, const FrameHeader& header, const void* payload, Keep keep,
-                                 std::uint64_t context) noexcept {
-  if (connection.output_bytes > kMostQueuedBytes) return Status::retry;
+// Puts a frame behind the connection's others, unsent. false: no memory.
+bool TcpTransport::enqueue(Connection& connection, const FrameHeader& header, const void* payload,
+                           std::uint64_t context) noexcept {
   bool has_payload = header.kind != FrameKind::read_request && header.length > 0;
   try {
     OutgoingFrame& frame = connection.output.emplace_back();
@@ -81,13 +80,30 @@ Status TcpTransport::queue_frame(Connection& connection, const FrameHeader& head
     frame.context = context;
     connection.output_bytes += frame_bytes(frame);
   } catch (const std::bad_alloc&) {
-    return Status::retry;
+    return false;
   }
-  bool alone = connection.output.size() == 1;
+  return true;
+}
+
+// An answer (write_ack, read_response) waits for the next frame this side sends or the
+// next poll, so it shares that frame's TCP segment instead of costing one of its own.
+void TcpTransport::queue_answer(Connection& connection, const FrameHeader& header, const void* payload) noexcept {
+  if (!enqueue(connection, header, payload, 0))
+    log::error("transport", "tcp-own: no memory to answer operation {:#x}; the peer's operation never completes",
+               header.operation);
+}
+
+// Queues a frame behind the connection's others and sends what it can. `keep` says what
+// happens to a payload that did not leave at once: copied (the call is done), referenced
+// until sent (a send_done follows: posted), or referenced until the peer answers.
+Status TcpTransport::queue_frame(Connection& connection, const FrameHeader& header, const void* payload, Keep keep,
+                                 std::uint64_t context) noexcept {
+  if (connection.output_bytes > kMostQueuedBytes) return Status::retry;
+  if (!enqueue(connection, header, payload, context)) return Status::retry;
   if (!flush(connection))
     return fail(Errc::peer_unreachable, fmt::format("the connection to peer {} broke", connection.peer),
                 "stop sending to that peer");
-  if (alone && connection.output.empty()) return Status::done;
+  if (connection.output.empty()) return Status::done;
   OutgoingFrame& frame = connection.output.back();
   if (keep == Keep::until_sent) {
     frame.completes_send = true;

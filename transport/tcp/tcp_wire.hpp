@@ -19,9 +19,10 @@ enum class FrameKind : std::uint8_t {
   read_request,   // asks for `length` bytes at (address, key); answered by read_response
   read_response,  // payload: the bytes read (none when status says why not)
   write_ack,      // the write named by `operation` landed (or status says why not)
+  answer,         // to a hello: ok (use this connection) or rejected (ours to you wins)
 };
 
-enum class FrameStatus : std::uint16_t { ok = 0, bad_key = 1 };
+enum class FrameStatus : std::uint16_t { ok = 0, bad_key = 1, rejected = 2 };
 
 inline constexpr std::uint8_t kFlagNotification = 1;  // write: report `notification` at the target
 
@@ -54,12 +55,20 @@ inline bool operator==(const WireAddress& a, const WireAddress& b) noexcept {
          a.instance == b.instance;
 }
 
+// The order that decides whose connection a pair keeps when both connected at once.
+inline bool operator<(const WireAddress& a, const WireAddress& b) noexcept {
+  if (a.ipv4 != b.ipv4) return a.ipv4 < b.ipv4;
+  if (a.port != b.port) return a.port < b.port;
+  if (a.pid != b.pid) return a.pid < b.pid;
+  return a.instance < b.instance;
+}
+
 // Whether a header read off the stream can be acted on; hello's payload must be an address.
 inline bool frame_valid(const FrameHeader& header) noexcept {
   if (header.magic != kFrameMagic) return false;
-  if (header.kind < FrameKind::hello || header.kind > FrameKind::write_ack) return false;
+  if (header.kind < FrameKind::hello || header.kind > FrameKind::answer) return false;
   if (header.kind == FrameKind::hello) return header.length == sizeof(WireAddress);
-  if (header.kind == FrameKind::write_ack) return header.length == 0;
+  if (header.kind == FrameKind::write_ack || header.kind == FrameKind::answer) return header.length == 0;
   return true;
 }
 
