@@ -3,7 +3,7 @@
 # tether's persistent channels against Open MPI's persistent requests on 2 ranks of this
 # node, in one run: tether-bench-persist (channels and isend/irecv) under tether-run on-node
 # (its default transport, shm-own), over libfabric shm (TETHER_SHM_TRANSPORT=ofi) and over
-# tcp (TETHER_SHM=off, on lo); tether-mpi-bench-persist under mpirun on-node (Open MPI's
+# tcp (TETHER_SHM=off: tcp-own on lo); tether-mpi-bench-persist under mpirun on-node (Open MPI's
 # default) and over TCP (btl self,tcp, pml ob1, on lo). Each figure is the best of ROUNDS
 # alternating runs, so load from other processes penalises both sides alike. Prints the
 # figures at every size, then the issue's bars with ratios.
@@ -36,7 +36,7 @@ mpi_tcp=(--mca btl "self,tcp" --mca pml ob1 --mca btl_tcp_if_include lo)
 tether_run() {
   local environment=(TETHER_SHM=on)
   [ "$1" = ofi-shm ] && environment=(TETHER_SHM=on TETHER_SHM_TRANSPORT=ofi)
-  [ "$1" = tcp ] && environment=(TETHER_SHM=off TETHER_OFI_DOMAIN=lo)
+  [ "$1" = tcp ] && environment=(TETHER_SHM=off TETHER_TCP_INTERFACE=lo TETHER_OFI_DOMAIN=lo)
   env "${environment[@]}" "$runner" -n 2 --timeout 180s "$apps/tether-bench-persist" --sizes "$sizes" --csv \
     --iterations "${latency_iterations[$1]}" >"$results/tether-$1.$2" 2>"$results/tether-$1.$2.err" ||
     echo "# tether-bench-persist over $1 failed: $(tail -3 "$results/tether-$1.$2.err")"

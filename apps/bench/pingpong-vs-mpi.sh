@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # apps/bench/pingpong-vs-mpi.sh [BUILD_DIR] [ROUNDS]
 # tether against Open MPI on 2 ranks of this node, in one run: tether-pingpong/tether-bw
-# under tether-run over libfabric shm and over tcp (TETHER_SHM=off, on lo), the
+# under tether-run on-node (shm-own) and over tcp (TETHER_SHM=off: tcp-own on lo), the
 # transport-level ping-pong (tether-bench-transport, skipped when it prints no figure), and
 # tether-mpi-pingpong/tether-mpi-bw under mpirun on-node (default) and over TCP (btl
 # self,tcp, pml ob1). Each figure is the best of ROUNDS alternating runs, so load from
@@ -35,7 +35,7 @@ iterations_option() { if [ "$2" = pingpong ]; then echo "--iterations ${latency_
 # tether_app PATH APP ROUND: tether-APP on 2 ranks; PATH shm or tcp
 tether_app() {
   local environment=(TETHER_SHM=on)
-  [ "$1" = tcp ] && environment=(TETHER_SHM=off TETHER_OFI_DOMAIN=lo)
+  [ "$1" = tcp ] && environment=(TETHER_SHM=off TETHER_TCP_INTERFACE=lo TETHER_OFI_DOMAIN=lo)
   # shellcheck disable=SC2046
   env "${environment[@]}" "$runner" -n 2 --timeout 60s "$apps/tether-$2" --sizes "$sizes" --csv $(iterations_option "$1" "$2") \
     >"$results/tether-$1-$2.$3" 2>"$results/tether-$1-$2.$3.err" ||
@@ -57,7 +57,9 @@ mpi_app() {
 transport_latency() {
   local bench="$build/transport/tether-bench-transport"
   [ -x "$bench" ] || return 0
-  timeout 60 "$bench" --transport "$1" --sizes 8 --bw-sizes "" --iterations 20000 --csv 2>/dev/null |
+  local domain=()
+  [ "$2" = tcp ] && domain=(--domain lo)
+  timeout 60 "$bench" --transport "$1" "${domain[@]}" --sizes 8 --bw-sizes "" --iterations 20000 --csv 2>/dev/null |
     awk -F, '/^latency_us/ { print "8," $3 }' >"$results/transport-$2.$3" || true
 }
 
@@ -92,7 +94,7 @@ for round in $(seq 1 "$rounds"); do
     done
   done
   transport_latency shm-own shm "$round"  # tether-run's on-node default
-  transport_latency ofi:tcp tcp "$round"
+  transport_latency tcp-own tcp "$round"  # TETHER_SHM=off's default without an RDMA provider
   fi_pingpong_latency shm "$round"
   fi_pingpong_latency tcp "$round"
 done
@@ -129,7 +131,7 @@ for path in shm tcp; do
 done
 echo
 echo "# 8 B one-way latency below tether's messaging layer, bar: tether / transport-level <= 1.2"
-echo "# transport-level: tether-bench-transport (shm-own on-node, tcp;ofi_rxm); libfabric: fi_pingpong (shm, tcp)"
+echo "# transport-level: tether-bench-transport (shm-own on-node, tcp-own); libfabric: fi_pingpong (shm, tcp;ofi_rxm)"
 for path in shm tcp; do
   tether=$(best tether-$path-pingpong 8 min) transport_level=$(best transport-$path 8 min) libfabric=$(best fi-$path 8 min)
   printf '%-4s tether %s us | transport-level %s us, ratio %s | libfabric %s us, ratio %s\n' "$path" "$tether" \

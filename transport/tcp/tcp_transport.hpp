@@ -130,6 +130,7 @@ class TcpTransport final : public Transport {
                             std::uint64_t context) noexcept override;
   [[nodiscard]] std::size_t poll(std::span<Completion> out) noexcept override;
   [[nodiscard]] bool range_keys_are_cheap() const noexcept override { return true; }
+  [[nodiscard]] bool sends_beat_small_writes(PeerIndex) const noexcept override { return true; }
 
  private:
   TcpTransport() = default;
