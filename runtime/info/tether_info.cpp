@@ -31,7 +31,8 @@ void print_version() {
              info.build_type, info.compiler, info.transports.empty() ? "none" : info.transports,
              tether::pool::read_memlock_limit().describe());
   fmt::print("pmix: {}\n", tether::pmix_version_text());
-  fmt::print("ofi provider: {}\n", tether::transport::describe_ofi_choice());
+  fmt::print("ofi provider: {}\nnetwork transport: {} (TETHER_NET_TRANSPORT)\n", tether::transport::describe_ofi_choice(),
+             tether::transport::network_spec());
 }
 
 }  // namespace

@@ -88,12 +88,15 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return name;
 }
 
-// "shm": tether's own shared-memory transport; "ofishm": libfabric's shm; "tcp": tcp;ofi_rxm;
-// "tcpsend": tcp with write notifications sent as messages (TETHER_OFI_NOTIFY=send);
-// "hybrid": ranks named as two per node (as-nodes.sh), shm-own within a node, tcp between.
+// "shm": tether's own shared-memory transport; "ofishm": libfabric's shm; "tcp": tether's
+// own TCP transport; "ofitcp": libfabric's tcp;ofi_rxm; "tcpsend": ofitcp with write
+// notifications sent as messages (TETHER_OFI_NOTIFY=send); "hybrid": ranks named as two
+// per node (as-nodes.sh), shm-own within a node, tcp-own between.
 std::vector<std::string> environment_for(const Case& test_case) {
-  bool network = test_case.transport == "tcp" || test_case.transport == "tcpsend";
+  bool libfabric_tcp = test_case.transport == "ofitcp" || test_case.transport == "tcpsend";
+  bool network = test_case.transport == "tcp" || libfabric_tcp;
   return {"TETHER_SHM=" + std::string(network ? "off" : "on"),
+          "TETHER_NET_TRANSPORT=" + std::string(libfabric_tcp ? "ofi" : "own"), "TETHER_TCP_INTERFACE=lo",
           "TETHER_SHM_TRANSPORT=" + std::string(test_case.transport == "ofishm" ? "ofi" : "own"),
           "TETHER_RNDV_PROTOCOL=" + test_case.protocol,
           // tcp on loopback, not on a bridge that a concurrent netns test may remove
@@ -122,7 +125,7 @@ TEST_P(TetherRunMessaging, ScenarioPasses) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  for (std::string transport : {"shm", "ofishm", "tcp"})
+  for (std::string transport : {"shm", "ofishm", "tcp", "ofitcp"})
     for (std::string protocol : {"put", "get"}) {
       cases.push_back({"sizes", 2, transport, protocol});
       cases.push_back({"sizes-pool", 3, transport, protocol});
@@ -149,13 +152,13 @@ INSTANTIATE_TEST_SUITE_P(Jobs, TetherRunMessaging, ::testing::ValuesIn(all_cases
 // its own node and the network to the other.
 TEST(MessagingHybridTest, PeersOnTheSameNodeUseSharedMemoryAndTheOthersTheNetwork) {
   Outcome outcome = run({TETHER_RUN_PATH, "-n", "4", "--timeout", "60s", AS_NODES_PATH, "2", MESSAGING_CHECK_PATH, "sizes"},
-                        {"TETHER_LOG_LEVEL=info", "TETHER_OFI_DOMAIN=lo"}, std::chrono::seconds(90));
+                        {"TETHER_LOG_LEVEL=info", "TETHER_TCP_INTERFACE=lo"}, std::chrono::seconds(90));
   ASSERT_EQ(outcome.exit_code, 0) << outcome.output;
   for (int rank = 0; rank < 4; ++rank) {
     int partner = rank ^ 1;
     EXPECT_NE(outcome.output.find(fmt_route(rank, partner, "shm-own")), std::string::npos) << outcome.output;
     for (int other : {(rank + 2) % 4, (rank + 2) % 4 ^ 1})
-      EXPECT_NE(outcome.output.find(fmt_route(rank, other, "ofi:tcp;ofi_rxm:lo")), std::string::npos) << outcome.output;
+      EXPECT_NE(outcome.output.find(fmt_route(rank, other, "tcp-own:lo")), std::string::npos) << outcome.output;
   }
 }
 
@@ -163,10 +166,10 @@ TEST(MessagingHybridTest, PeersOnTheSameNodeUseSharedMemoryAndTheOthersTheNetwor
 // the sizes still arrive intact (how shared memory is compared with the network path).
 TEST(MessagingHybridTest, ShmOffSendsToRanksOnTheSameNodeOverTheNetwork) {
   Outcome outcome = run({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", MESSAGING_CHECK_PATH, "sizes"},
-                        {"TETHER_LOG_LEVEL=info", "TETHER_SHM=off", "TETHER_OFI_DOMAIN=lo"}, std::chrono::seconds(90));
+                        {"TETHER_LOG_LEVEL=info", "TETHER_SHM=off", "TETHER_TCP_INTERFACE=lo"}, std::chrono::seconds(90));
   ASSERT_EQ(outcome.exit_code, 0) << outcome.output;
   for (int rank = 0; rank < 2; ++rank) {
-    EXPECT_NE(outcome.output.find(fmt_route(rank, rank ^ 1, "ofi:tcp;ofi_rxm:lo")), std::string::npos) << outcome.output;
+    EXPECT_NE(outcome.output.find(fmt_route(rank, rank ^ 1, "tcp-own:lo")), std::string::npos) << outcome.output;
     EXPECT_NE(outcome.output.find("rank " + std::to_string(rank) + ": sizes passed"), std::string::npos);
   }
   EXPECT_EQ(outcome.output.find("shm-own"), std::string::npos) << outcome.output;

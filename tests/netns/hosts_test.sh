@@ -6,8 +6,9 @@
 #   tether-bench-persist   tests/bench/persist_smoke.sh  (2 ranks, persistent channels)
 #   halo2d                 tests/apps/run_halo.sh        (4 ranks, "verified:")
 # Each run must also log, from every rank, that it came up on the hybrid transport with
-# tcp;ofi_rxm on eth0 (ranks on other hosts: addresses from PMIx, lazy connections over
-# tcp; ranks sharing a host: shared memory).
+# the network side on eth0: tcp-own, or tcp;ofi_rxm with HOSTS_TEST_NET=ofi (ranks on
+# other hosts: addresses from PMIx, lazy connections over tcp; ranks sharing a host:
+# shared memory).
 # --faults: first drop 5% of every host's packets (nftables) and limit each link to
 # 50 Mbit/s (tbf). Exit 0 = pass, 77 = skipped (not root), 1 = failed.
 set -uo pipefail
@@ -37,9 +38,11 @@ fi
 export HOSTS_TEST_TETHER_RUN=$tether_run HOSTS_TEST_NAMES
 HOSTS_TEST_NAMES=$(netns_names)
 export TETHER_LOG_LEVEL=info TETHER_LOG_FILE="$logs/rank-%p.log"
+export TETHER_NET_TRANSPORT=${HOSTS_TEST_NET:-own}
+network=$([ "$TETHER_NET_TRANSPORT" = ofi ] && echo "ofi:tcp;ofi_rxm:eth0" || echo "tcp-own:eth0")
 
 # check NAME RANKS COMMAND...: COMMAND passes, and RANKS ranks came up on the hybrid
-# transport whose network side is tcp;ofi_rxm on eth0.
+# transport whose network side is $network.
 check() {
   local name=$1 ranks=$2 started output status=0 up
   shift 2
@@ -47,9 +50,9 @@ check() {
   started=$SECONDS
   output=$("$@" 2>&1) || status=$?
   ((status == 0)) || fail "$name: exit code $status"$'\n'"$output"$'\n'"$(cat "$logs"/rank-*.log 2>/dev/null)"
-  up=$(cat "$logs"/rank-*.log 2>/dev/null | grep -c 'up on hybrid(shm-own+ofi:tcp;ofi_rxm:eth0)')
-  ((up == ranks)) || fail "$name: $up of $ranks ranks logged 'up on hybrid(shm-own+ofi:tcp;ofi_rxm:eth0)'"$'\n'"$(cat "$logs"/rank-*.log)"
-  echo "PASS: $name ($ranks ranks on $hosts hosts over tcp;ofi_rxm, $((SECONDS - started)) s)"
+  up=$(cat "$logs"/rank-*.log 2>/dev/null | grep -cF "up on hybrid(shm-own+$network)")
+  ((up == ranks)) || fail "$name: $up of $ranks ranks logged 'up on hybrid(shm-own+$network)'"$'\n'"$(cat "$logs"/rank-*.log)"
+  echo "PASS: $name ($ranks ranks on $hosts hosts over $network, $((SECONDS - started)) s)"
 }
 
 launcher=$here/run_on_hosts.sh

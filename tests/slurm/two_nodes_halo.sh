@@ -3,7 +3,7 @@
 # halo2d as `srun --mpi=pmix -N 2 -n 4`, verified by tests/apps/run_halo.sh, then checks
 # from the ranks' own log lines (TETHER_LOG_LEVEL=info) that the ranks ran on both hosts,
 # two on each, and how they reached each other: per-peer lines ("rank A reaches rank B over
-# T") must say shm-own on one host and ofi:... across hosts, every rank up on the hybrid
+# T") must say shm-own on one host and tcp-own:... across hosts, every rank up on the hybrid
 # transport over eth0 (the namespace's link, not lo).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,15 +29,15 @@ check_peer_line() {  # check_peer_line A B TRANSPORT
     [ "$3" = shm-own ] || fail "rank $1 reaches rank $2 on the same host over $3, expected shm-own"
     same_host_seen=1
   else
-    [[ "$3" == ofi:* ]] || fail "rank $1 reaches rank $2 on another host over $3, expected ofi:..."
+    [[ "$3" == tcp-own:* ]] || fail "rank $1 reaches rank $2 on another host over $3, expected tcp-own:..."
     cross_host_seen=1
   fi
 }
 
 peer_lines=$(grep -oE 'rank [0-9]+ reaches rank [0-9]+ over [^ ]+' "$log")
 [ -n "$peer_lines" ] || fail "no 'rank A reaches rank B over T' lines: the ranks did not log their routes"
-up_hybrid=$(grep -cE 'runtime INFO: rank [0-3] of 4 up on hybrid\(shm-own\+ofi:tcp;ofi_rxm:eth0\)' "$log")
-((up_hybrid == 4)) || fail "expected all 4 ranks up on hybrid(shm-own+ofi:tcp;ofi_rxm:eth0), $up_hybrid were"
+up_hybrid=$(grep -cE 'runtime INFO: rank [0-3] of 4 up on hybrid\(shm-own\+tcp-own:eth0\)' "$log")
+((up_hybrid == 4)) || fail "expected all 4 ranks up on hybrid(shm-own+tcp-own:eth0), $up_hybrid were"
 while read -r _ a _ _ b _ transport; do check_peer_line "$a" "$b" "$transport"; done <<<"$peer_lines"
 ((same_host_seen && cross_host_seen)) || fail "expected both same-host and cross-host peer lines"
-echo "PASS: halo2d verified on node1+node2, same host over shm-own, across hosts over ofi"
+echo "PASS: halo2d verified on node1+node2, same host over shm-own, across hosts over tcp-own"

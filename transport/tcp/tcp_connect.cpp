@@ -33,27 +33,32 @@ std::string dotted(std::uint32_t ipv4) {
   return text;
 }
 
+struct ListenAddress {
+  std::uint32_t ipv4 = 0;  // network byte order
+  std::string label;       // the interface's name, or the address as given
+};
+
 // The IPv4 address to listen on: `wanted` as an address, an interface's name, or "auto"
 // (the first interface that is up and not loopback, else loopback).
-Expected<std::uint32_t> choose_address(const std::string& wanted) {
+Expected<ListenAddress> choose_address(const std::string& wanted) {
   in_addr parsed{};
-  if (wanted != "auto" && ::inet_pton(AF_INET, wanted.c_str(), &parsed) == 1) return parsed.s_addr;
+  if (wanted != "auto" && ::inet_pton(AF_INET, wanted.c_str(), &parsed) == 1) return ListenAddress{parsed.s_addr, wanted};
   ifaddrs* list = nullptr;
   if (::getifaddrs(&list) != 0)
     return make_error(Errc::transport, fmt::format("getifaddrs: {}", std::strerror(errno)),
                       "set TETHER_TCP_INTERFACE to an IPv4 address", errno);
-  std::optional<std::uint32_t> chosen;
+  std::optional<ListenAddress> chosen;
   std::string seen;
   for (ifaddrs* entry = list; entry != nullptr && !chosen; entry = entry->ifa_next) {
     if (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != AF_INET || (entry->ifa_flags & IFF_UP) == 0) continue;
     std::uint32_t ipv4 = reinterpret_cast<sockaddr_in*>(entry->ifa_addr)->sin_addr.s_addr;
     seen += fmt::format("{}{} ({})", seen.empty() ? "" : ", ", entry->ifa_name, dotted(ipv4));
     bool loopback = (entry->ifa_flags & IFF_LOOPBACK) != 0;
-    if (wanted == "auto" ? !loopback : wanted == entry->ifa_name) chosen = ipv4;
+    if (wanted == "auto" ? !loopback : wanted == entry->ifa_name) chosen = ListenAddress{ipv4, entry->ifa_name};
   }
   ::freeifaddrs(list);
   if (chosen) return *chosen;
-  if (wanted == "auto") return htonl(INADDR_LOOPBACK);
+  if (wanted == "auto") return ListenAddress{htonl(INADDR_LOOPBACK), "lo"};
   return make_error(Errc::invalid_argument, fmt::format("no IPv4 interface named {} is up (up: {})", wanted, seen),
                     "set TETHER_TCP_INTERFACE to one of those names, an IPv4 address, or auto");
 }
@@ -107,26 +112,28 @@ Expected<std::unique_ptr<Transport>> TcpTransport::open(const std::string& inter
   limits.inject_bytes = kInjectBytes;
   limits.send_queue_depth = kQueueDepth;
   limits.receive_queue_depth = kQueueDepth;
-  log::info("transport", "opened tcp-own: listening on {}:{}", dotted(transport->address_.ipv4),
+  log::info("transport", "opened {}: listening on {}:{}", transport->name_, dotted(transport->address_.ipv4),
             ntohs(transport->address_.port));
   return std::unique_ptr<Transport>(std::move(transport));
 }
 
 Expected<void> TcpTransport::listen_on(const std::string& interface) {
-  auto ipv4 = choose_address(interface);
-  if (!ipv4) return tl::unexpected(ipv4.error());
+  auto chosen = choose_address(interface);
+  if (!chosen) return tl::unexpected(chosen.error());
+  name_ = "tcp-own:" + chosen->label;
+  const std::uint32_t ipv4 = chosen->ipv4;
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   sockaddr_in bound{};
   bound.sin_family = AF_INET;
-  bound.sin_addr.s_addr = *ipv4;
+  bound.sin_addr.s_addr = ipv4;
   socklen_t bound_length = sizeof bound;
   if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&bound), sizeof bound) != 0 ||
       ::listen(listen_fd_, SOMAXCONN) != 0 ||
       ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &bound_length) != 0)
-    return make_error(Errc::transport, fmt::format("listening on {}: {}", dotted(*ipv4), std::strerror(errno)),
+    return make_error(Errc::transport, fmt::format("listening on {}: {}", dotted(ipv4), std::strerror(errno)),
                       "set TETHER_TCP_INTERFACE to an interface of this host that is up", errno);
   address_.port = bound.sin_port;
-  address_.ipv4 = *ipv4;
+  address_.ipv4 = ipv4;
   address_.pid = static_cast<std::uint32_t>(::getpid());
   address_.instance = next_instance();
   return {};

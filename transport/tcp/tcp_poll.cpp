@@ -54,8 +54,9 @@ bool TcpTransport::take_header(Connection& connection) noexcept {
   FrameHeader header;
   std::memcpy(&header, connection.input.get() + connection.input_begin, sizeof header);
   if (!frame_valid(header)) [[unlikely]] {
-    log::error("transport", "tcp-own: a malformed frame (magic {:#x}, kind {}, {} bytes) from peer {}: connection closed",
-               header.magic, static_cast<unsigned>(header.kind), header.length, connection.peer);
+    log::error("transport", "tcp-own: a malformed frame (magic {:#x}, kind {}, {} bytes) from {}: connection closed",
+               header.magic, static_cast<unsigned>(header.kind), header.length,
+               connection.peer == kUnknownPeer ? std::string("a peer not inserted") : fmt::format("peer {}", connection.peer));
     close_connection(connection, "a malformed frame arrived");
     return false;
   }

@@ -108,7 +108,8 @@ class TcpTransport final : public Transport {
   static Expected<std::unique_ptr<Transport>> open(const std::string& interface);
   ~TcpTransport() override;
 
-  [[nodiscard]] std::string_view name() const noexcept override { return "tcp-own"; }
+  // "tcp-own:<interface>" (or the address TETHER_TCP_INTERFACE gave).
+  [[nodiscard]] std::string_view name() const noexcept override { return name_; }
   [[nodiscard]] const Limits& limits() const noexcept override { return limits_; }
   [[nodiscard]] Registrar& registrar() noexcept override { return registrar_; }
   [[nodiscard]] std::span<const std::byte> address() const noexcept override;
@@ -178,6 +179,7 @@ class TcpTransport final : public Transport {
   };
 
   TcpRegistrar registrar_;
+  std::string name_;
   Limits limits_;
   WireAddress address_{};
   int listen_fd_ = -1;

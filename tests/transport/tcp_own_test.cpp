@@ -1,0 +1,223 @@
+// tcp-own only: a pair that connects at both ends at once keeps one connection and loses
+// no frame and no order; hostile bytes on a raw socket (a bad key, a broken header) are
+// refused at the target, corrupt nothing, and close only that connection.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "tests/transport/transport_support.hpp"
+#include "transport/tcp/tcp_wire.hpp"
+
+namespace tether::testing {
+namespace {
+
+using transport::tcp::FrameHeader;
+using transport::tcp::FrameKind;
+using transport::tcp::FrameStatus;
+using transport::tcp::WireAddress;
+
+WireAddress wire_address(std::span<const std::byte> bytes) {
+  WireAddress address{};
+  if (bytes.size() == sizeof address) std::memcpy(&address, bytes.data(), sizeof address);
+  return address;
+}
+
+// Established TCP connections of this host whose remote end is one of `ports` (host order).
+int established_to(const std::set<unsigned>& ports) {
+  std::ifstream table("/proc/net/tcp");
+  std::string line;
+  std::getline(table, line);  // header
+  int count = 0;
+  while (std::getline(table, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state;
+    fields >> slot >> local >> remote >> state;
+    unsigned port = std::stoul(remote.substr(remote.find(':') + 1), nullptr, 16);
+    if (state == "01" && ports.count(port) != 0) ++count;
+  }
+  return count;
+}
+
+constexpr int kMessages = 200;
+
+TEST(TcpOwnTest, BothSidesConnectingAtOnceKeepOneConnectionAndEveryFrameInOrder) {
+  auto side = [&](const ControlChannel& control) {
+    ConnectedEndpoint endpoint("tcp-own", control);
+    ASSERT_TRUE(endpoint.ok());
+    std::set<unsigned> ports = {ntohs(wire_address(endpoint->address()).port)};
+    control.send_value(*ports.begin());
+    ports.insert(static_cast<unsigned>(control.receive_value()));
+    std::vector<std::uint32_t> landed(kMessages, 0xffffffffU);
+    for (int i = 0; i < kMessages; ++i)
+      ASSERT_EQ(endpoint->post_receive(&landed[i], sizeof landed[i], nullptr, i), Status::posted);
+    control.barrier();  // neither side has polled: both connect below before either accepts
+    for (std::uint32_t i = 0; i < kMessages; ++i)
+      ASSERT_NE(endpoint.post([&] { return endpoint->send(endpoint.peer(), &i, sizeof i, nullptr, i); }), Status::error)
+          << endpoint->last_error().message();
+    for (int i = 0; i < kMessages; ++i) {
+      Completion got = endpoint.wait(CompletionKind::receive);
+      ASSERT_EQ(got.kind, CompletionKind::receive) << got.cause;
+      EXPECT_EQ(got.peer, endpoint.peer());
+      EXPECT_EQ(landed[got.context], static_cast<std::uint32_t>(got.context)) << "message " << got.context << " out of order";
+    }
+    control.send_value(1);
+    (void)endpoint.receive_value(control);  // the other side is done too (polling meanwhile)
+    EXPECT_EQ(established_to(ports), 1) << "the pair should keep exactly one connection";
+    control.barrier();
+  };
+  auto outcome = run_pair(side, side, std::chrono::seconds(60));
+  EXPECT_FALSE(outcome.timed_out);
+  EXPECT_EQ(outcome.status[0], 0);
+  EXPECT_EQ(outcome.status[1], 0);
+}
+
+// A raw TCP client of the victim's endpoint, speaking the wire by hand.
+class RawClient {
+ public:
+  explicit RawClient(const WireAddress& target) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in remote{};
+    remote.sin_family = AF_INET;
+    remote.sin_addr.s_addr = target.ipv4;
+    remote.sin_port = target.port;
+    timeval timeout{5, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&remote), sizeof remote) == 0;
+  }
+  ~RawClient() { ::close(fd_); }
+  [[nodiscard]] bool connected() const { return connected_; }
+  void send_frame(const FrameHeader& header, const void* payload = nullptr) {
+    ASSERT_EQ(::send(fd_, &header, sizeof header, 0), static_cast<ssize_t>(sizeof header));
+    if (payload != nullptr && header.length > 0)
+      ASSERT_EQ(::send(fd_, payload, header.length, 0), static_cast<ssize_t>(header.length));
+  }
+  // The next frame header; its kind is 0 when the victim closed the connection.
+  FrameHeader receive_frame() {
+    FrameHeader header{};
+    header.kind = static_cast<FrameKind>(0);
+    std::size_t got = 0;
+    while (got < sizeof header) {
+      ssize_t now = ::recv(fd_, reinterpret_cast<char*>(&header) + got, sizeof header - got, 0);
+      if (now <= 0) return FrameHeader{0, static_cast<FrameKind>(0)};
+      got += static_cast<std::size_t>(now);
+    }
+    return header;
+  }
+  // Whether the victim closed the connection (recv sees the end, not a timeout).
+  bool closed_by_peer() {
+    char byte;
+    return ::recv(fd_, &byte, 1, 0) == 0;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+TEST(TcpOwnTest, WriteWithAForgedKeyIsRefusedAndABrokenFrameClosesOnlyThatConnection) {
+  auto victim = [&](const ControlChannel& control) {
+    ConnectedEndpoint endpoint("tcp-own", control);
+    ASSERT_TRUE(endpoint.ok());
+    char target[16] = "untouched";
+    char message[16] = {};
+    ASSERT_EQ(endpoint->post_receive(message, sizeof message, nullptr, 7), Status::posted);
+    control.send_bytes(endpoint->address());
+    control.send_value(reinterpret_cast<std::uint64_t>(target));
+    (void)endpoint.receive_value(control);  // polls until the vandal is done with its raw socket
+    EXPECT_STREQ(target, "untouched") << "a write with a forged key landed";
+    Completion legit = endpoint.wait(CompletionKind::receive);
+    ASSERT_EQ(legit.kind, CompletionKind::receive) << legit.cause;
+    EXPECT_STREQ(message, "still here");
+    control.send_value(1);
+  };
+  auto vandal = [&](const ControlChannel& control) {
+    ConnectedEndpoint endpoint("tcp-own", control);
+    ASSERT_TRUE(endpoint.ok());
+    WireAddress victim_address = wire_address(endpoint.receive_bytes(control));
+    std::uint64_t target = endpoint.receive_value(control);
+    RawClient raw(victim_address);
+    ASSERT_TRUE(raw.connected());
+    WireAddress stranger{};
+    stranger.port = htons(1);
+    stranger.pid = 1;
+    stranger.instance = 42;
+    FrameHeader hello;
+    hello.kind = FrameKind::hello;
+    hello.length = sizeof stranger;
+    raw.send_frame(hello, &stranger);
+    FrameHeader answer = raw.receive_frame();
+    EXPECT_EQ(answer.kind, FrameKind::answer);
+    EXPECT_EQ(answer.status, FrameStatus::ok);
+    FrameHeader write;
+    write.kind = FrameKind::write;
+    write.length = 8;
+    write.address = target;
+    write.key = 999999;
+    write.operation = 5;
+    raw.send_frame(write, "evilevil");
+    FrameHeader ack = raw.receive_frame();
+    EXPECT_EQ(ack.kind, FrameKind::write_ack);
+    EXPECT_EQ(ack.status, FrameStatus::bad_key);
+    EXPECT_EQ(ack.operation, 5U);
+    FrameHeader broken;
+    broken.magic = 0xdeadbeef;
+    raw.send_frame(broken);
+    EXPECT_TRUE(raw.closed_by_peer()) << "a frame with a broken header left the connection open";
+    ASSERT_NE(endpoint.post([&] { return endpoint->send(endpoint.peer(), "still here", 11, nullptr, 0); }), Status::error)
+        << endpoint->last_error().message();
+    control.send_value(0);
+    (void)endpoint.receive_value(control);
+  };
+  auto outcome = run_pair(victim, vandal, std::chrono::seconds(60));
+  EXPECT_FALSE(outcome.timed_out);
+  EXPECT_EQ(outcome.status[0], 0);
+  EXPECT_EQ(outcome.status[1], 0);
+}
+
+TEST(TcpOwnTest, SendToSelfArrives) {
+  auto opened = transport::open_transport("tcp-own:lo");
+  ASSERT_TRUE(opened) << opened.error().message();
+  auto& endpoint = **opened;
+  auto self = endpoint.insert_peer(endpoint.address());
+  ASSERT_TRUE(self) << self.error().message();
+  char landed[8] = {};
+  ASSERT_EQ(endpoint.post_receive(landed, sizeof landed, nullptr, 3), Status::posted);
+  ASSERT_NE(endpoint.send(*self, "mirror", 7, nullptr, 0), Status::error) << endpoint.last_error().message();
+  Completion completions[4];
+  bool arrived = false;
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!arrived && std::chrono::steady_clock::now() < deadline) {
+    std::size_t count = endpoint.poll(completions);
+    for (std::size_t i = 0; i < count; ++i) {
+      ASSERT_NE(completions[i].kind, CompletionKind::error) << completions[i].cause;
+      if (completions[i].kind == CompletionKind::receive) {
+        arrived = true;
+        EXPECT_EQ(completions[i].peer, *self);
+        EXPECT_EQ(completions[i].context, 3U);
+      }
+    }
+  }
+  ASSERT_TRUE(arrived);
+  EXPECT_STREQ(landed, "mirror");
+}
+
+TEST(TcpOwnTest, UnknownInterfaceIsAClearErrorNamingTheOnesUp) {
+  auto opened = transport::open_transport("tcp-own:nosuch0");
+  ASSERT_FALSE(opened);
+  EXPECT_EQ(opened.error().code, Errc::invalid_argument);
+  EXPECT_NE(opened.error().cause.find("nosuch0"), std::string::npos) << opened.error().message();
+  EXPECT_NE(opened.error().cause.find("lo (127.0.0.1)"), std::string::npos) << opened.error().message();
+  EXPECT_NE(opened.error().remedy.find("TETHER_TCP_INTERFACE"), std::string::npos) << opened.error().message();
+}
+
+}  // namespace
+}  // namespace tether::testing
