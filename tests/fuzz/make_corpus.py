@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of every fuzz target under corpus/<target>/: valid inputs
 laid out as the wire structs are (wire.hpp, channel_state.hpp, hybrid_address.cpp,
-transport.hpp, mailbox.hpp) and a few edge cases. Run it again after a format changes."""
+transport.hpp, mailbox.hpp, tcp_wire.hpp) and a few edge cases. Run it again after a format changes."""
 import os
 import struct
 import sys
@@ -120,6 +120,31 @@ def mailbox_seeds():
     }
 
 
+TCP_FRAME_MAGIC, TCP_ADDRESS_MAGIC = 0x50435454, 0x41435454
+TCP_HELLO, TCP_MESSAGE, TCP_WRITE, TCP_READ_REQUEST, TCP_READ_RESPONSE, TCP_WRITE_ACK, TCP_ANSWER = range(1, 8)
+TCP_WINDOW = 0x7E0000000000  # fuzz_tcp_frames.cpp maps its registered window here
+TCP_KEY = 0x4B4B4B4B4B4B4B4B  # "KKKKKKKK": the target puts the window's random key in its place
+
+
+def tcp_frame(kind, length=0, operation=0, address=0, key=0, notification=0, flags=0, magic=TCP_FRAME_MAGIC):
+    return struct.pack("<IBBHQQQQQ", magic, kind, flags, 0, length, operation, address, key, notification)
+
+
+def tcp_frame_seeds():
+    address = struct.pack("<IHHIIQ", TCP_ADDRESS_MAGIC, 1, 0x3412, 0x0100007F, 4242, 7)
+    hello = tcp_frame(TCP_HELLO, len(address)) + address
+    return {
+        "hello-message": hello + tcp_frame(TCP_MESSAGE, 5) + b"hello",
+        "message-too-long": hello + tcp_frame(TCP_MESSAGE, 100) + bytes(100),
+        "write-notify": hello + tcp_frame(TCP_WRITE, 8, 1, TCP_WINDOW + 64, TCP_KEY, 99, flags=1) + b"landings",
+        "write-bad-key": hello + tcp_frame(TCP_WRITE, 8, 2, TCP_WINDOW, 77) + b"forgedkk",
+        "write-past-window": hello + tcp_frame(TCP_WRITE, 64, 3, TCP_WINDOW + 4090, TCP_KEY) + bytes(64),
+        "read": hello + tcp_frame(TCP_READ_REQUEST, 16, 4, TCP_WINDOW, TCP_KEY),
+        "stray-answers": hello + tcp_frame(TCP_WRITE_ACK, 0, 12345) + tcp_frame(TCP_READ_RESPONSE, 4, 6) + b"abcd",
+        "broken-magic": tcp_frame(TCP_MESSAGE, 5, magic=0xDEADBEEF) + b"hello",
+    }
+
+
 TARGETS = {
     "tether-fuzz-wire": wire_seeds,
     "tether-fuzz-channel-hello": hello_seeds,
@@ -127,6 +152,7 @@ TARGETS = {
     "tether-fuzz-hybrid-address": hybrid_seeds,
     "tether-fuzz-remote-buffer": remote_buffer_seeds,
     "tether-fuzz-shm-mailbox": mailbox_seeds,
+    "tether-fuzz-tcp-frames": tcp_frame_seeds,
 }
 
 

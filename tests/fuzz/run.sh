@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 dir=${1:-build/fuzz}
 seconds=${TETHER_FUZZ_SECONDS:-10}
 targets=(tether-fuzz-wire tether-fuzz-channel-hello tether-fuzz-channel-notification
-         tether-fuzz-hybrid-address tether-fuzz-remote-buffer tether-fuzz-shm-mailbox)
+         tether-fuzz-hybrid-address tether-fuzz-remote-buffer tether-fuzz-shm-mailbox tether-fuzz-tcp-frames)
 
 command -v clang++ >/dev/null || { echo "tether fuzz: clang++ not found; install clang and libclang-rt-14-dev"; exit 1; }
 mkdir -p "$(dirname "$dir")"

@@ -1,5 +1,5 @@
 // Runs tether-hostile-check as a real 2-rank job under tether-run over shm-own,
-// libfabric shm and tcp;ofi_rxm, and checks that rank 0 logged a rejection for every
+// libfabric shm, tcp;ofi_rxm and tcp-own, and checks that rank 0 logged a rejection for every
 // malformed message rank 1 sent, with nothing from a sanitizer, and that both passed.
 #include <string>
 #include <vector>
@@ -16,6 +16,7 @@ using namespace std::chrono_literals;
 std::vector<std::string> transport_environment(const std::string& transport) {
   if (transport == "shm") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=own"};
   if (transport == "ofishm") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=ofi"};
+  if (transport == "tcpown") return {"TETHER_SHM=off", "TETHER_NET_TRANSPORT=own", "TETHER_TCP_INTERFACE=lo"};
   return {"TETHER_SHM=off", "TETHER_OFI_PROVIDER=tcp", "TETHER_OFI_DOMAIN=lo"};
 }
 
@@ -55,6 +56,6 @@ TEST_P(HostilePeer, ReceiverRejectsEverythingAndKeepsWorking) {
 
 std::string transport_name(const ::testing::TestParamInfo<std::string>& param) { return param.param; }
 
-INSTANTIATE_TEST_SUITE_P(Transports, HostilePeer, ::testing::Values("shm", "ofishm", "tcp"), transport_name);
+INSTANTIATE_TEST_SUITE_P(Transports, HostilePeer, ::testing::Values("shm", "ofishm", "tcp", "tcpown"), transport_name);
 
 }  // namespace

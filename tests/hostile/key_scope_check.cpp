@@ -115,6 +115,7 @@ std::string writer_spec(Runtime& runtime) {
   std::string_view name = runtime.engine().transport().name();
   if (name.starts_with("ofi:shm")) return "ofi:shm";
   if (name.starts_with("shm-own")) return "shm-own";
+  if (name.starts_with("tcp-own")) return std::string(name);  // tcp-own:<interface>
   return "ofi";
 }
 

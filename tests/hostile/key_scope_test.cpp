@@ -16,7 +16,7 @@ namespace {
 using namespace std::chrono_literals;
 
 struct KeyScopeCase {
-  std::string transport;  // shm (shm-own), ofishm (libfabric shm), tcp (tcp;ofi_rxm on lo)
+  std::string transport;  // shm (shm-own), ofishm (libfabric shm), tcp (tcp;ofi_rxm on lo), tcpown (tcp-own on lo)
   std::string keys;       // exact | arena | auto (exact on these software providers)
 };
 
@@ -24,6 +24,8 @@ std::vector<std::string> environment(const KeyScopeCase& param) {
   std::vector<std::string> env{"TETHER_REMOTE_KEYS=" + param.keys};
   if (param.transport == "shm") env.insert(env.end(), {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=own"});
   else if (param.transport == "ofishm") env.insert(env.end(), {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=ofi"});
+  else if (param.transport == "tcpown")
+    env.insert(env.end(), {"TETHER_SHM=off", "TETHER_NET_TRANSPORT=own", "TETHER_TCP_INTERFACE=lo"});
   else env.insert(env.end(), {"TETHER_SHM=off", "TETHER_OFI_PROVIDER=tcp", "TETHER_OFI_DOMAIN=lo"});
   return env;
 }
@@ -80,7 +82,8 @@ INSTANTIATE_TEST_SUITE_P(Transports, KeyScope,
                          ::testing::Values(KeyScopeCase{"shm", "exact"}, KeyScopeCase{"ofishm", "exact"},
                                            KeyScopeCase{"tcp", "exact"}, KeyScopeCase{"shm", "arena"},
                                            KeyScopeCase{"ofishm", "arena"}, KeyScopeCase{"tcp", "arena"},
-                                           KeyScopeCase{"tcp", "auto"}),
+                                           KeyScopeCase{"tcp", "auto"}, KeyScopeCase{"tcpown", "exact"},
+                                           KeyScopeCase{"tcpown", "arena"}, KeyScopeCase{"tcpown", "auto"}),
                          case_name);
 
 }  // namespace

@@ -75,12 +75,14 @@ Status start_when_possible(SendChannel& channel, std::size_t bytes, std::uint64_
 }
 
 // Sends `count` messages of rotating sizes; the buffer of each is produced in place.
+// `retries` counts the times the sender was held back: no credit for start(), or (where a
+// write completes only once the receiver answers it: tcp-own) the slot's buffer still busy.
 void send_stream(SendChannel& out, int me, std::uint64_t count, std::uint64_t* retries = nullptr) {
   const std::size_t slot = out.shape().slot_bytes;
   for (std::uint64_t i = 0; i < count; ++i) {
     std::span<std::byte> buffer;
-    while (out.next_buffer(buffer) == Status::retry) {
-    }
+    while (out.next_buffer(buffer) == Status::retry)
+      if (retries != nullptr) ++*retries;
     std::size_t bytes = i % 7 == 0 ? slot : (i * 37) % (slot + 1);
     fill(buffer.first(bytes), static_cast<std::uint64_t>(me), i);
     Status status = start_when_possible(out, bytes, retries);

@@ -37,11 +37,16 @@ std::vector<std::string> check_command(const Case& test_case) {
   return argv;
 }
 
-// "hybrid": two ranks per node named by as-nodes.sh, so a job mixes shm-own and tcp.
+// "tcp": tether's own TCP transport on lo; "ownrma": the same with every channel message
+// an RMA write; "hybrid": two ranks per node named by as-nodes.sh, so a job mixes shm-own
+// and tcp-own. The others run libfabric's tcp;ofi_rxm ("ofitcp").
 std::vector<std::string> transport_environment(const std::string& transport) {
   if (transport == "shm") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=own"};
-  if (transport == "hybrid") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=own", "TETHER_OFI_DOMAIN=lo"};
+  if (transport == "hybrid") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=own", "TETHER_TCP_INTERFACE=lo"};
   if (transport == "ofishm") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=ofi"};
+  if (transport == "tcp") return {"TETHER_SHM=off", "TETHER_NET_TRANSPORT=own", "TETHER_TCP_INTERFACE=lo"};
+  if (transport == "ownrma")
+    return {"TETHER_SHM=off", "TETHER_NET_TRANSPORT=own", "TETHER_TCP_INTERFACE=lo", "TETHER_CHANNEL_INLINE_MAX=0"};
   std::vector<std::string> tcp{"TETHER_SHM=off", "TETHER_OFI_PROVIDER=tcp", "TETHER_OFI_DOMAIN=lo"};
   // "tcpsend": RMA writes whose notifications follow as messages; "tcprma": RMA writes with
   // remote CQ data for every size; "tcpmixed": small messages as sends, larger ones as
@@ -91,8 +96,11 @@ std::vector<Case> tether_run_cases() {
     cases.push_back({scenario, 2, "ofishm", scenario == "integrity" ? "100000" : ""});
   cases.push_back({"many", 3, "hybrid", ""});
   cases.push_back({"integrity", 2, "tcpsend", "20000"});
-  for (std::string scenario : {"integrity", "no-overhead", "slow-receiver", "duplex"})
-    cases.push_back({scenario, 2, "tcprma", scenario == "integrity" ? "20000" : ""});
+  for (std::string transport : {"tcprma", "ownrma"})
+    for (std::string scenario : {"integrity", "no-overhead", "slow-receiver", "duplex"})
+      cases.push_back({scenario, 2, transport, scenario == "integrity" ? "20000" : ""});
+  for (std::string scenario : {"integrity", "duplex", "large", "close-in-flight"})
+    cases.push_back({scenario, 2, "ofitcp", scenario == "integrity" ? "20000" : ""});
   cases.push_back({"integrity", 2, "tcpmixed", "20000"});
   cases.push_back({"duplex", 2, "tcpmixed", ""});
   cases.push_back({"partitioned", 2, "tcpsend", ""});
@@ -139,7 +147,7 @@ TEST(PersistLimitsTest, SmallMessagesOverTcpAreSends) {
 }
 
 TEST(PersistFailureTest, DeadPeerFailsTheChannelAndTheLauncherNamesIt) {
-  for (std::string transport : {"shm", "tcp"}) {
+  for (std::string transport : {"shm", "tcp", "ofitcp"}) {
     auto outcome = tether::testing::run({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "peer-death"},
                                         transport_environment(transport), 90s);
     EXPECT_NE(outcome.exit_code, 0) << transport << "\n" << outcome.output;

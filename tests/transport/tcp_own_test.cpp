@@ -1,6 +1,7 @@
 // tcp-own only: a pair that connects at both ends at once keeps one connection and loses
-// no frame and no order; hostile bytes on a raw socket (a bad key, a broken header) are
-// refused at the target, corrupt nothing, and close only that connection.
+// no frame and no order; hostile bytes on a raw socket (guessed keys, a broken header, a
+// message before the hello) are refused at the target, corrupt nothing, and close only
+// that connection.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -97,8 +98,9 @@ class RawClient {
   [[nodiscard]] bool connected() const { return connected_; }
   void send_frame(const FrameHeader& header, const void* payload = nullptr) {
     ASSERT_EQ(::send(fd_, &header, sizeof header, 0), static_cast<ssize_t>(sizeof header));
-    if (payload != nullptr && header.length > 0)
+    if (payload != nullptr && header.length > 0) {
       ASSERT_EQ(::send(fd_, payload, header.length, 0), static_cast<ssize_t>(header.length));
+    }
   }
   // The next frame header; its kind is 0 when the victim closed the connection.
   FrameHeader receive_frame() {
@@ -155,23 +157,30 @@ TEST(TcpOwnTest, WriteWithAForgedKeyIsRefusedAndABrokenFrameClosesOnlyThatConnec
     hello.length = sizeof stranger;
     raw.send_frame(hello, &stranger);
     FrameHeader answer = raw.receive_frame();
-    EXPECT_EQ(answer.kind, FrameKind::answer);
+    EXPECT_EQ(answer.kind, FrameKind::hello_reply);
     EXPECT_EQ(answer.status, FrameStatus::ok);
-    FrameHeader write;
-    write.kind = FrameKind::write;
-    write.length = 8;
-    write.address = target;
-    write.key = 999999;
-    write.operation = 5;
-    raw.send_frame(write, "evilevil");
-    FrameHeader ack = raw.receive_frame();
-    EXPECT_EQ(ack.kind, FrameKind::write_ack);
-    EXPECT_EQ(ack.status, FrameStatus::bad_key);
-    EXPECT_EQ(ack.operation, 5U);
+    for (std::uint64_t guessed_key : {1ULL, 2ULL, 999999ULL}) {  // keys are random: small numbers name nothing
+      FrameHeader write;
+      write.kind = FrameKind::write;
+      write.length = 8;
+      write.address = target;
+      write.key = guessed_key;
+      write.operation = guessed_key;
+      raw.send_frame(write, "evilevil");
+      FrameHeader ack = raw.receive_frame();
+      EXPECT_EQ(ack.kind, FrameKind::write_ack);
+      EXPECT_EQ(ack.status, FrameStatus::bad_key) << "key " << guessed_key;
+      EXPECT_EQ(ack.operation, guessed_key);
+    }
     FrameHeader broken;
     broken.magic = 0xdeadbeef;
     raw.send_frame(broken);
     EXPECT_TRUE(raw.closed_by_peer()) << "a frame with a broken header left the connection open";
+    RawClient rude(victim_address);  // skips the hello
+    FrameHeader message;
+    message.length = 4;
+    rude.send_frame(message, "rude");
+    EXPECT_TRUE(rude.closed_by_peer()) << "a message before the hello was taken";
     ASSERT_NE(endpoint.post([&] { return endpoint->send(endpoint.peer(), "still here", 11, nullptr, 0); }), Status::error)
         << endpoint->last_error().message();
     control.send_value(0);

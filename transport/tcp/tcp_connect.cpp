@@ -78,7 +78,8 @@ std::uint64_t next_instance() {
 
 Expected<Registration> TcpRegistrar::register_range(void* address, std::size_t length, Access access) {
   std::unique_lock lock(mutex_);
-  std::uint64_t key = next_key_++;
+  std::uint64_t key = 0;
+  while (key == 0 || ranges_.count(key) != 0) key = random_keys_();
   ranges_[key] = Range{reinterpret_cast<std::uint64_t>(address), length, access};
   Registration registration;
   registration.address = address;
@@ -171,10 +172,11 @@ Expected<PeerIndex> TcpTransport::insert_peer(std::span<const std::byte> address
   return peer;
 }
 
-Connection& TcpTransport::adopt(int fd, LinkState state) {
+Connection& TcpTransport::adopt(int fd, LinkState state, bool accepted) {
   auto connection = std::make_unique<Connection>();
   connection->fd = fd;
   connection->state = state;
+  connection->accepted = accepted;
   connection->input = std::make_unique<std::byte[]>(kInputBufferBytes);
   connections_.push_back(std::move(connection));
   return *connections_.back();
@@ -227,12 +229,13 @@ Connection* TcpTransport::connection_to(PeerIndex peer) noexcept {
   int fd = connect_and_greet(target.address, address_);
   if (fd < 0) {
     int error = errno;
+    target.dead = true;  // it listened before it published the address: it is gone
     (void)fail(Errc::peer_unreachable, fmt::format("connect to {}: {}", where, std::strerror(error)),
                "the peer must be alive and reachable on its TETHER_TCP_INTERFACE (check routes and firewalls)", error);
     return nullptr;
   }
   try {
-    Connection& connection = adopt(fd, LinkState::awaiting_answer);
+    Connection& connection = adopt(fd, LinkState::awaiting_reply, false);
     connection.peer = peer;
     target.connection = &connection;
     return &connection;
@@ -249,7 +252,7 @@ void TcpTransport::accept_new() noexcept {
     if (fd < 0) return;
     set_no_delay(fd);
     try {
-      adopt(fd, LinkState::open);
+      adopt(fd, LinkState::open, true);
     } catch (const std::bad_alloc&) {
       ::close(fd);
       return;
@@ -264,62 +267,76 @@ void TcpTransport::resolve(Connection& connection) noexcept {
     if (peers_[peer].address == connection.remote) connection.peer = peer;
 }
 
-void TcpTransport::answer_hello(Connection& connection, FrameStatus status) noexcept {
-  FrameHeader answer;
-  answer.kind = FrameKind::answer;
-  answer.status = status;
-  (void)queue_frame(connection, answer, nullptr, Keep::copy, 0);
+void TcpTransport::reply_to_hello(Connection& connection, FrameStatus status) noexcept {
+  FrameHeader reply;
+  reply.kind = FrameKind::hello_reply;
+  reply.status = status;
+  // Past the queue's limit too: the peer's frames wait for this reply.
+  if (enqueue(connection, reply, nullptr, 0)) (void)flush(connection);
+  else close_connection(connection, "no memory to reply to a hello");
 }
 
 // A hello arrived on an accepted connection: it becomes the pair's connection, unless we
 // connected to the same peer at once and our address is the smaller (ours wins, and the
 // peer moves its frames onto it when our hello reaches it).
-void TcpTransport::welcome(Connection& connection) noexcept {
+void TcpTransport::take_hello(Connection& connection) noexcept {
   resolve(connection);
   PeerIndex peer = connection.peer;
-  if (peer == kUnknownPeer || connection.remote == address_) return answer_hello(connection, FrameStatus::ok);
+  if (peer == kUnknownPeer || connection.remote == address_) return reply_to_hello(connection, FrameStatus::ok);
   Connection* mine = peers_[peer].connection;
-  bool waiting = mine != nullptr && mine->state != LinkState::open;
-  if (waiting && mine->state == LinkState::awaiting_answer && address_ < connection.remote) {
-    answer_hello(connection, FrameStatus::rejected);
+  if (mine != nullptr && mine->state == LinkState::open) return reply_to_hello(connection, FrameStatus::ok);
+  if (mine != nullptr && mine->state == LinkState::awaiting_reply && address_ < connection.remote) {
+    reply_to_hello(connection, FrameStatus::rejected);
     return close_connection(connection, "both sides connected; ours is kept");
   }
-  if (mine != nullptr && !waiting) return answer_hello(connection, FrameStatus::ok);  // a second connection: ours stays
-  if (waiting) {
+  reply_to_hello(connection, FrameStatus::ok);
+  if (connection.fd < 0) return;
+  if (mine != nullptr) {  // ours waits for a reply or was rejected: its frames go on this one, in order
     for (OutgoingFrame& frame : mine->output) connection.output.push_back(std::move(frame));
     connection.output_bytes += mine->output_bytes;
     mine->output.clear();
     mine->output_bytes = 0;
-    if (mine->fd >= 0) ::close(mine->fd);
-    mine->fd = -1;
-    mine->state = LinkState::open;  // swept at the end of this poll
+    shut(*mine, LinkState::open);
   }
   peers_[peer].connection = &connection;
-  answer_hello(connection, FrameStatus::ok);
+  (void)flush(connection);
 }
 
-// The peer answered our hello: send what waited, or wait for its own connection.
-void TcpTransport::take_answer(Connection& connection, FrameStatus status) noexcept {
-  if (connection.state != LinkState::awaiting_answer) return;
-  if (status == FrameStatus::ok) {
-    connection.state = LinkState::open;
-    (void)flush(connection);
-    return;
-  }
-  ::close(connection.fd);
+// The peer replied to our hello: send what waited, or wait for its own connection.
+void TcpTransport::take_hello_reply(Connection& connection, FrameStatus status) noexcept {
+  if (connection.state != LinkState::awaiting_reply) return;
+  if (status != FrameStatus::ok) return shut(connection, LinkState::parked);
+  connection.state = LinkState::open;
+  (void)flush(connection);
+}
+
+// Closes the socket; `state` parked keeps the frames for the peer's own connection, open
+// lets the end of poll() sweep the connection away.
+void TcpTransport::shut(Connection& connection, LinkState state) noexcept {
+  if (connection.fd >= 0) ::close(connection.fd);
   connection.fd = -1;
-  connection.state = LinkState::parked;
+  connection.state = state;
+  closed_any_ = true;
 }
 
 // The pair's connection closing fails everything still owed to the peer; an extra one
-// owes nothing. One that closes before answering our hello is treated as a rejection.
+// owes nothing. One that closes before replying to our hello is taken as a rejection. A
+// receive whose message was cut short goes back to the front of the queue.
 void TcpTransport::close_connection(Connection& connection, const char* cause) noexcept {
   if (connection.fd < 0) return;
+  IncomingFrame& incoming = connection.incoming;
+  if (incoming.active && incoming.header.kind == FrameKind::message) {
+    try {
+      receives_.push_front({incoming.target, incoming.receive_length, incoming.context});
+    } catch (const std::bad_alloc&) {
+      log::error("transport", "tcp-own: no memory to give back a receive; it never completes");
+    }
+    incoming.active = false;
+  }
   PeerIndex peer = connection.peer;
   bool pairs = peer != kUnknownPeer && peers_[peer].connection == &connection;
-  if (pairs && connection.state == LinkState::awaiting_answer) return take_answer(connection, FrameStatus::rejected);
-  ::close(connection.fd);
-  connection.fd = -1;
+  if (pairs && connection.state == LinkState::awaiting_reply) return shut(connection, LinkState::parked);
+  shut(connection, LinkState::open);
   if (!pairs) return;
   peers_[peer].connection = nullptr;
   peers_[peer].dead = true;

@@ -18,10 +18,6 @@ namespace {
 constexpr std::size_t kDirectBytes = 4096;      // payloads from here on skip the input buffer
 constexpr std::uint32_t kAcceptEveryPolls = 64;
 
-std::size_t payload_on_stream(const FrameHeader& header) noexcept {
-  return header.kind == FrameKind::read_request ? 0 : header.length;
-}
-
 }  // namespace
 
 void TcpTransport::complete(CompletionKind kind, PeerIndex peer, std::uint64_t context, void* buffer,
@@ -47,61 +43,73 @@ void TcpTransport::complete_error(CompletionKind failed, Errc error, PeerIndex p
   completions_.push_back(completion);
 }
 
+// Whether `header` may come now on `connection`; if not, the connection is closed. A
+// peer that connected says hello first and once; replies to hellos come only on ours.
+bool TcpTransport::frame_allowed(Connection& connection, const FrameHeader& header) noexcept {
+  const char* wrong = nullptr;
+  if (!frame_valid(header)) wrong = "a malformed frame header";
+  else if (header.kind == FrameKind::hello && (!connection.accepted || connection.said_hello)) wrong = "an unexpected hello";
+  else if (header.kind != FrameKind::hello && connection.accepted && !connection.said_hello) wrong = "a frame before the hello";
+  else if (header.kind == FrameKind::hello_reply && connection.accepted) wrong = "a hello reply on a connection it opened";
+  else if (header.kind == FrameKind::message && header.length > limits_.max_message_bytes) wrong = "a message over the limit";
+  if (wrong == nullptr) return true;
+  log::error("transport", "tcp-own: {} (magic {:#x}, kind {}, {} bytes) from {}: connection closed", wrong, header.magic,
+             static_cast<unsigned>(header.kind), header.length,
+             connection.peer == kUnknownPeer ? std::string("a peer not inserted") : fmt::format("peer {}", connection.peer));
+  close_connection(connection, wrong);
+  return false;
+}
+
 // Starts the frame whose header is next in the input; false when there is none yet, or
-// it is a message and no receive is posted.
+// it must wait: a message with no receive posted, or an RMA request while our answers
+// pile up unread (the peer's socket then fills: back-pressure).
 bool TcpTransport::take_header(Connection& connection) noexcept {
   if (connection.input_end - connection.input_begin < sizeof(FrameHeader)) return false;
   FrameHeader header;
   std::memcpy(&header, connection.input.get() + connection.input_begin, sizeof header);
-  if (!frame_valid(header)) [[unlikely]] {
-    log::error("transport", "tcp-own: a malformed frame (magic {:#x}, kind {}, {} bytes) from {}: connection closed",
-               header.magic, static_cast<unsigned>(header.kind), header.length,
-               connection.peer == kUnknownPeer ? std::string("a peer not inserted") : fmt::format("peer {}", connection.peer));
-    close_connection(connection, "a malformed frame arrived");
-    return false;
-  }
+  if (!frame_allowed(connection, header)) return false;
   if (header.kind == FrameKind::message && receives_.empty()) return false;
+  bool asks_answer = header.kind == FrameKind::write || header.kind == FrameKind::read_request;
+  if (asks_answer && connection.output_bytes > kMostQueuedBytes) return false;
   connection.input_begin += sizeof header;
-  IncomingFrame& incoming = connection.incoming;
-  incoming = IncomingFrame{};
-  incoming.header = header;
-  incoming.active = true;
-  incoming.left = payload_on_stream(header);
-  switch (header.kind) {
-    case FrameKind::hello:
-      incoming.target = reinterpret_cast<std::byte*>(&connection.remote);
-      incoming.room = sizeof connection.remote;
-      break;
-    case FrameKind::message: {
-      PostedReceive receive = receives_.front();
-      receives_.pop_front();
-      incoming.target = static_cast<std::byte*>(receive.buffer);
-      incoming.room = std::min<std::size_t>(header.length, receive.length);
-      incoming.context = receive.context;
-      break;
-    }
-    case FrameKind::write:
-      if (registrar_.allows(header.key, header.address, header.length, Access::remote_write)) {
-        incoming.target = reinterpret_cast<std::byte*>(header.address);
-        incoming.room = header.length;
-      } else {
-        incoming.header.status = FrameStatus::bad_key;
-      }
-      break;
-    case FrameKind::read_response:
-      if (PendingOperation* operation = find_pending(header.operation);
-          operation != nullptr && operation->kind == CompletionKind::read_done) {
-        incoming.target = static_cast<std::byte*>(operation->buffer);
-        incoming.room = std::min<std::size_t>(header.length, operation->length);
-      }
-      break;
-    case FrameKind::read_request:
-    case FrameKind::write_ack:
-    case FrameKind::answer:
-      break;
-  }
-  if (incoming.left == 0) finish_frame(connection);
+  connection.incoming = IncomingFrame{};
+  connection.incoming.header = header;
+  connection.incoming.active = true;
+  connection.incoming.left = payload_on_wire(header);
+  route_payload(connection);
+  if (connection.incoming.left == 0) finish_frame(connection);
   return true;
+}
+
+// Where the current frame's payload lands: a posted receive, checked registered memory,
+// the reader's buffer, or nowhere (discarded).
+void TcpTransport::route_payload(Connection& connection) noexcept {
+  IncomingFrame& incoming = connection.incoming;
+  const FrameHeader& header = incoming.header;
+  if (header.kind == FrameKind::hello) {
+    incoming.target = reinterpret_cast<std::byte*>(&connection.remote);
+    incoming.room = sizeof connection.remote;
+  } else if (header.kind == FrameKind::message) {
+    PostedReceive receive = receives_.front();
+    receives_.pop_front();
+    incoming.target = static_cast<std::byte*>(receive.buffer);
+    incoming.room = std::min<std::size_t>(header.length, receive.length);
+    incoming.context = receive.context;
+    incoming.receive_length = receive.length;
+  } else if (header.kind == FrameKind::write) {
+    if (registrar_.allows(header.key, header.address, header.length, Access::remote_write)) {
+      incoming.target = reinterpret_cast<std::byte*>(header.address);
+      incoming.room = header.length;
+    } else {
+      incoming.header.status = FrameStatus::bad_key;
+    }
+  } else if (header.kind == FrameKind::read_response) {
+    PendingOperation* operation = find_pending(header.operation);
+    if (operation != nullptr && operation->kind == CompletionKind::read_done && operation->peer == connection.peer) {
+      incoming.target = static_cast<std::byte*>(operation->buffer);
+      incoming.room = std::min<std::size_t>(header.length, operation->length);
+    }
+  }
 }
 
 // Moves buffered payload bytes of the current frame to where they go.
@@ -141,11 +149,11 @@ void TcpTransport::finish_frame(Connection& connection) noexcept {
     switch (header.kind) {
       case FrameKind::hello:
         connection.said_hello = connection.remote.magic == kAddressMagic;
-        if (connection.said_hello) welcome(connection);
+        if (connection.said_hello) take_hello(connection);
         else close_connection(connection, "a hello without an address");
         break;
-      case FrameKind::answer:
-        take_answer(connection, header.status);
+      case FrameKind::hello_reply:
+        take_hello_reply(connection, header.status);
         break;
       case FrameKind::message:
         complete(CompletionKind::receive, connection.peer, incoming.context, incoming.target, incoming.room);
@@ -165,7 +173,7 @@ void TcpTransport::finish_frame(Connection& connection) noexcept {
         break;
       case FrameKind::read_response:
       case FrameKind::write_ack:
-        settle(header);
+        complete_rma(connection, header);
         break;
     }
   } catch (const std::bad_alloc&) {
@@ -173,14 +181,13 @@ void TcpTransport::finish_frame(Connection& connection) noexcept {
   }
 }
 
-// A peer's answer completes the write or read it names.
-void TcpTransport::settle(const FrameHeader& answer) {
+// A peer's answer completes the write or read it names; an answer to nothing we asked
+// of that peer closes the connection.
+void TcpTransport::complete_rma(Connection& connection, const FrameHeader& answer) {
   PendingOperation* operation = find_pending(answer.operation);
   CompletionKind expected = answer.kind == FrameKind::write_ack ? CompletionKind::write_done : CompletionKind::read_done;
-  if (operation == nullptr || operation->kind != expected) {
-    log::warn("transport", "tcp-own: an answer for operation {:#x}, which is not waiting: ignored", answer.operation);
-    return;
-  }
+  if (operation == nullptr || operation->kind != expected || operation->peer != connection.peer)
+    return close_connection(connection, "an answer to no operation of ours");
   if (answer.status != FrameStatus::ok)
     complete_error(expected, Errc::invalid_argument, operation->peer, operation->context,
                    "the peer refused the RMA: its key does not cover the range");
@@ -230,8 +237,9 @@ void TcpTransport::receive_from(Connection& connection) noexcept {
     ssize_t got = ::recv(connection.fd, into, room, MSG_DONTWAIT);
     if (got == 0) return close_connection(connection, "the peer closed the connection");
     if (got < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) close_connection(connection, std::strerror(errno));
-      return;
+      if (would_block(errno)) return;
+      log::warn("transport", "tcp-own: recv from peer {}: {}", connection.peer, std::strerror(errno));
+      return close_connection(connection, "receiving on the connection failed");
     }
     auto received = static_cast<std::size_t>(got);
     if (direct) {
@@ -255,8 +263,11 @@ std::size_t TcpTransport::poll(std::span<Completion> out) noexcept {
     if (connection.fd >= 0 && !connection.output.empty()) flush(connection);
     if (connection.fd >= 0) receive_from(connection);
   }
-  std::erase_if(connections_,
-                [](const auto& connection) { return connection->fd < 0 && connection->state != LinkState::parked; });
+  if (closed_any_) {
+    closed_any_ = false;
+    std::erase_if(connections_,
+                  [](const auto& connection) { return connection->fd < 0 && connection->state != LinkState::parked; });
+  }
   std::size_t count = 0;
   while (count < out.size() && !completions_.empty()) {
     out[count++] = completions_.front();

@@ -14,7 +14,6 @@
 namespace tether::transport::tcp {
 namespace {
 
-constexpr std::size_t kMostQueuedBytes = std::size_t{64} << 20;  // per connection, before retry
 constexpr std::size_t kMostIovecs = 64;
 
 std::size_t frame_bytes(const OutgoingFrame& frame) noexcept {
@@ -30,8 +29,6 @@ void gather(const OutgoingFrame& frame, iovec* vectors, std::size_t& count) noex
   std::size_t payload_sent = frame.sent > sizeof(FrameHeader) ? frame.sent - sizeof(FrameHeader) : 0;
   vectors[count++] = {const_cast<std::byte*>(frame.payload + payload_sent), frame.header.length - payload_sent};
 }
-
-bool would_block(int error) noexcept { return error == EAGAIN || error == EWOULDBLOCK || error == EINTR; }
 
 }  // namespace
 
@@ -49,7 +46,8 @@ bool TcpTransport::flush(Connection& connection) noexcept {
     ssize_t sent = ::sendmsg(connection.fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent < 0) {
       if (would_block(errno)) return true;
-      close_connection(connection, std::strerror(errno));
+      log::warn("transport", "tcp-own: sendmsg to peer {}: {}", connection.peer, std::strerror(errno));
+      close_connection(connection, "sending on the connection failed");
       return false;
     }
     auto left = static_cast<std::size_t>(sent);
@@ -69,41 +67,64 @@ bool TcpTransport::flush(Connection& connection) noexcept {
   return true;
 }
 
-// Puts a frame behind the connection's others, unsent. false: no memory.
+// Puts a frame behind the connection's others, `sent` bytes of it gone already. false: no memory.
 bool TcpTransport::enqueue(Connection& connection, const FrameHeader& header, const void* payload,
-                           std::uint64_t context) noexcept {
-  bool has_payload = header.kind != FrameKind::read_request && header.length > 0;
+                           std::uint64_t context, std::size_t sent) noexcept {
   try {
     OutgoingFrame& frame = connection.output.emplace_back();
     frame.header = header;
-    frame.payload = has_payload ? static_cast<const std::byte*>(payload) : nullptr;
+    frame.payload = payload_on_wire(header) > 0 ? static_cast<const std::byte*>(payload) : nullptr;
     frame.context = context;
-    connection.output_bytes += frame_bytes(frame);
+    frame.sent = sent;
+    connection.output_bytes += frame_bytes(frame) - sent;
   } catch (const std::bad_alloc&) {
     return false;
   }
   return true;
 }
 
+// One sendmsg of a frame on an idle connection: the bytes the socket took, or SIZE_MAX
+// when the connection broke (and was closed).
+std::size_t TcpTransport::send_now(Connection& connection, const FrameHeader& header, const void* payload) noexcept {
+  iovec vectors[2] = {{const_cast<FrameHeader*>(&header), sizeof header},
+                      {const_cast<void*>(payload), payload_on_wire(header)}};
+  msghdr message{};
+  message.msg_iov = vectors;
+  message.msg_iovlen = vectors[1].iov_len > 0 ? 2 : 1;
+  ssize_t sent = ::sendmsg(connection.fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (sent >= 0) return static_cast<std::size_t>(sent);
+  if (would_block(errno)) return 0;
+  log::warn("transport", "tcp-own: sendmsg to peer {}: {}", connection.peer, std::strerror(errno));
+  close_connection(connection, "sending on the connection failed");
+  return SIZE_MAX;
+}
+
 // An answer (write_ack, read_response) waits for the next frame this side sends or the
 // next poll, so it shares that frame's TCP segment instead of costing one of its own.
 void TcpTransport::queue_answer(Connection& connection, const FrameHeader& header, const void* payload) noexcept {
-  if (!enqueue(connection, header, payload, 0))
-    log::error("transport", "tcp-own: no memory to answer operation {:#x}; the peer's operation never completes",
-               header.operation);
+  if (!enqueue(connection, header, payload, 0)) close_connection(connection, "no memory to answer an RMA");
 }
 
-// Queues a frame behind the connection's others and sends what it can. `keep` says what
-// happens to a payload that did not leave at once: copied (the call is done), referenced
-// until sent (a send_done follows: posted), or referenced until the peer answers.
+// Sends a frame at once when the connection is idle, else queues it behind the others.
+// `keep` says what happens to a payload that did not leave at once: copied (the call is
+// done), referenced until sent (a send_done follows: posted), or referenced until the
+// peer answers.
 Status TcpTransport::queue_frame(Connection& connection, const FrameHeader& header, const void* payload, Keep keep,
                                  std::uint64_t context) noexcept {
   if (connection.output_bytes > kMostQueuedBytes) return Status::retry;
-  if (!enqueue(connection, header, payload, context)) return Status::retry;
-  if (!flush(connection))
-    return fail(Errc::peer_unreachable, fmt::format("the connection to peer {} broke", connection.peer),
-                "stop sending to that peer");
-  if (connection.output.empty()) return Status::done;
+  std::size_t sent = 0;
+  if (connection.output.empty() && connection.state == LinkState::open) {
+    sent = send_now(connection, header, payload);
+    if (sent == SIZE_MAX)
+      return fail(Errc::peer_unreachable, fmt::format("the connection to peer {} broke", connection.peer),
+                  "stop sending to that peer");
+    if (sent == sizeof header + payload_on_wire(header)) return Status::done;
+  }
+  if (!enqueue(connection, header, payload, context, sent)) {
+    if (sent == 0) return Status::retry;
+    close_connection(connection, "no memory to queue the rest of a frame");
+    return fail(Errc::out_of_memory, "no memory to queue the rest of a frame", "free memory");
+  }
   OutgoingFrame& frame = connection.output.back();
   if (keep == Keep::until_sent) {
     frame.completes_send = true;

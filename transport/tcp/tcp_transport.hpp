@@ -10,8 +10,10 @@
 // polled with non-blocking recv from poll(), no thread. See transport/tcp/README.md.
 #pragma once
 
+#include <cerrno>
 #include <deque>
 #include <memory>
+#include <random>
 #include <shared_mutex>
 #include <unordered_map>
 #include <vector>
@@ -21,10 +23,15 @@
 
 namespace tether::transport::tcp {
 
-inline constexpr std::size_t kInputBufferBytes = 64 * 1024;  // per connection
+inline constexpr std::size_t kInputBufferBytes = 64 * 1024;           // per connection
+inline constexpr std::size_t kMostQueuedBytes = std::size_t{64} << 20;  // per connection, before retry
+
+// Whether a failed socket call only asks to come back later.
+inline bool would_block(int error) noexcept { return error == EAGAIN || error == EWOULDBLOCK || error == EINTR; }
 
 // Keys name registrations in a table the target checks every RMA against: no pinning
-// (the kernel copies), so registering is a map insert. Thread-safe.
+// (the kernel copies), so registering is a map insert. Keys are random 64-bit numbers,
+// so a peer cannot guess one it was not handed. Thread-safe.
 class TcpRegistrar final : public Registrar {
  public:
   [[nodiscard]] std::string_view name() const noexcept override { return "tcp-own"; }
@@ -41,7 +48,7 @@ class TcpRegistrar final : public Registrar {
   };
   mutable std::shared_mutex mutex_;
   std::unordered_map<std::uint64_t, Range> ranges_;
-  std::uint64_t next_key_ = 1;
+  std::mt19937_64 random_keys_{std::random_device{}()};
 };
 
 // A frame waiting for the socket. The payload is the caller's buffer (kept until the
@@ -64,10 +71,11 @@ struct IncomingFrame {
   std::size_t left = 0;      // payload bytes still on the stream
   std::size_t taken = 0;     // payload bytes received so far
   std::uint64_t context = 0; // message: the posted receive's context
+  std::size_t receive_length = 0;  // message: the posted receive's length
 };
 
 enum class LinkState : std::uint8_t {
-  awaiting_answer,  // we connected and said hello: frames wait for the answer
+  awaiting_reply,   // we connected and said hello: frames wait for the reply
   open,             // frames flow both ways
   parked,           // the peer's own connection won (socket closed): frames wait for it
 };
@@ -76,7 +84,8 @@ struct Connection {
   int fd = -1;
   PeerIndex peer = kUnknownPeer;   // accepted: resolved from the hello, maybe later
   LinkState state = LinkState::open;
-  bool said_hello = false;         // accepted: its hello arrived
+  bool accepted = false;           // the peer connected to us (it says hello first)
+  bool said_hello = false;         // accepted: the peer's hello arrived
   WireAddress remote{};            // accepted: the hello's address
   std::unique_ptr<std::byte[]> input;
   std::size_t input_begin = 0, input_end = 0;
@@ -139,12 +148,13 @@ class TcpTransport final : public Transport {
 
   // Connections (tcp_connect.cpp).
   Connection* connection_to(PeerIndex peer) noexcept;
-  Connection& adopt(int fd, LinkState state);
+  Connection& adopt(int fd, LinkState state, bool accepted);
   void accept_new() noexcept;
   void resolve(Connection& connection) noexcept;
-  void welcome(Connection& connection) noexcept;
-  void answer_hello(Connection& connection, FrameStatus status) noexcept;
-  void take_answer(Connection& connection, FrameStatus status) noexcept;
+  void take_hello(Connection& connection) noexcept;
+  void reply_to_hello(Connection& connection, FrameStatus status) noexcept;
+  void take_hello_reply(Connection& connection, FrameStatus status) noexcept;
+  void shut(Connection& connection, LinkState state) noexcept;
   void close_connection(Connection& connection, const char* cause) noexcept;
 
   // Posting (tcp_post.cpp).
@@ -153,7 +163,9 @@ class TcpTransport final : public Transport {
                    const RemoteBuffer& remote, std::size_t offset, std::uint64_t context) noexcept;
   Status queue_frame(Connection& connection, const FrameHeader& header, const void* payload, Keep keep,
                      std::uint64_t context) noexcept;
-  bool enqueue(Connection& connection, const FrameHeader& header, const void* payload, std::uint64_t context) noexcept;
+  bool enqueue(Connection& connection, const FrameHeader& header, const void* payload, std::uint64_t context,
+               std::size_t sent = 0) noexcept;
+  std::size_t send_now(Connection& connection, const FrameHeader& header, const void* payload) noexcept;
   void queue_answer(Connection& connection, const FrameHeader& header, const void* payload) noexcept;
   bool flush(Connection& connection) noexcept;
   std::uint64_t add_pending(const PendingOperation& operation);
@@ -164,10 +176,12 @@ class TcpTransport final : public Transport {
   void receive_from(Connection& connection) noexcept;
   void take_buffered(Connection& connection) noexcept;
   bool take_header(Connection& connection) noexcept;
+  bool frame_allowed(Connection& connection, const FrameHeader& header) noexcept;
+  void route_payload(Connection& connection) noexcept;
   void take_payload(Connection& connection) noexcept;
   void finish_frame(Connection& connection) noexcept;
   void answer_read(Connection& connection, const FrameHeader& request) noexcept;
-  void settle(const FrameHeader& answer);
+  void complete_rma(Connection& connection, const FrameHeader& answer);
   void complete(CompletionKind kind, PeerIndex peer, std::uint64_t context, void* buffer, std::size_t length,
                 std::uint64_t notification = 0);
   void complete_error(CompletionKind failed, Errc error, PeerIndex peer, std::uint64_t context, const char* cause);
@@ -190,6 +204,7 @@ class TcpTransport final : public Transport {
   std::vector<PendingOperation> pending_;
   std::vector<std::uint32_t> free_pending_;
   std::uint32_t polls_ = 0;
+  bool closed_any_ = false;  // a connection was shut since the last sweep
 };
 
 }  // namespace tether::transport::tcp

@@ -19,7 +19,7 @@ enum class FrameKind : std::uint8_t {
   read_request,   // asks for `length` bytes at (address, key); answered by read_response
   read_response,  // payload: the bytes read (none when status says why not)
   write_ack,      // the write named by `operation` landed (or status says why not)
-  answer,         // to a hello: ok (use this connection) or rejected (ours to you wins)
+  hello_reply,    // to a hello: ok (use this connection) or rejected (ours to you wins)
 };
 
 enum class FrameStatus : std::uint16_t { ok = 0, bad_key = 1, rejected = 2 };
@@ -63,12 +63,17 @@ inline bool operator<(const WireAddress& a, const WireAddress& b) noexcept {
   return a.instance < b.instance;
 }
 
+// Payload bytes that follow the header on the stream (a read request names bytes it wants).
+inline std::size_t payload_on_wire(const FrameHeader& header) noexcept {
+  return header.kind == FrameKind::read_request ? 0 : header.length;
+}
+
 // Whether a header read off the stream can be acted on; hello's payload must be an address.
 inline bool frame_valid(const FrameHeader& header) noexcept {
   if (header.magic != kFrameMagic) return false;
-  if (header.kind < FrameKind::hello || header.kind > FrameKind::answer) return false;
+  if (header.kind < FrameKind::hello || header.kind > FrameKind::hello_reply) return false;
   if (header.kind == FrameKind::hello) return header.length == sizeof(WireAddress);
-  if (header.kind == FrameKind::write_ack || header.kind == FrameKind::answer) return header.length == 0;
+  if (header.kind == FrameKind::write_ack || header.kind == FrameKind::hello_reply) return header.length == 0;
   return true;
 }
 
