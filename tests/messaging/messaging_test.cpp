@@ -142,6 +142,7 @@ std::vector<Case> all_cases() {
     cases.push_back({"sizes", 2, "tcpsend", protocol});
   }
   cases.push_back({"sizes-pool", 3, "hybrid", "put"});
+  cases.push_back({"many", 6, "tcp", "put"});  // 5 connections a rank: tcp-own polls them through epoll
   cases.push_back({"wildcards", 4, "hybrid", "put"});
   return cases;
 }

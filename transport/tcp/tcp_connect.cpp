@@ -6,6 +6,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -133,6 +134,11 @@ Expected<void> TcpTransport::listen_on(const std::string& interface) {
       ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &bound_length) != 0)
     return make_error(Errc::transport, fmt::format("listening on {}: {}", dotted(ipv4), std::strerror(errno)),
                       "set TETHER_TCP_INTERFACE to an interface of this host that is up", errno);
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  epoll_event listening{EPOLLIN, {.ptr = nullptr}};
+  if (epoll_fd_ < 0 || ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &listening) != 0)
+    return make_error(Errc::transport, fmt::format("epoll for the listening socket: {}", std::strerror(errno)),
+                      "raise the open-files limit (ulimit -n)", errno);
   address_.port = bound.sin_port;
   address_.ipv4 = ipv4;
   address_.pid = static_cast<std::uint32_t>(::getpid());
@@ -145,6 +151,7 @@ TcpTransport::~TcpTransport() {
   for (auto& connection : connections_)
     if (connection->fd >= 0) ::close(connection->fd);
   if (listen_fd_ >= 0) ::close(listen_fd_);
+  if (epoll_fd_ >= 0) ::close(epoll_fd_);
 }
 
 std::span<const std::byte> TcpTransport::address() const noexcept {
@@ -178,6 +185,9 @@ Connection& TcpTransport::adopt(int fd, LinkState state, bool accepted) {
   connection->state = state;
   connection->accepted = accepted;
   connection->input = std::make_unique<std::byte[]>(kInputBufferBytes);
+  epoll_event readable{EPOLLIN, {.ptr = connection.get()}};
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &readable) != 0)  // closing the fd takes it out again
+    log::error("transport", "tcp-own: epoll_ctl: {}; with over 4 connections this one goes unread", std::strerror(errno));
   connections_.push_back(std::move(connection));
   return *connections_.back();
 }

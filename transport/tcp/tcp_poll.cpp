@@ -3,6 +3,7 @@
 // receive (message), the registered memory its key names (write, after the check), or
 // the reader's buffer (read_response); large payloads are received straight there. A
 // message with no receive posted waits in the socket (back-pressure on the sender).
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -17,6 +18,8 @@ namespace {
 
 constexpr std::size_t kDirectBytes = 4096;      // payloads from here on skip the input buffer
 constexpr std::uint32_t kAcceptEveryPolls = 64;
+constexpr std::size_t kDirectPollLimit = 4;  // connections polled by recv each; more: epoll
+constexpr int kEventsPerPoll = 64;
 
 }  // namespace
 
@@ -256,13 +259,31 @@ void TcpTransport::receive_from(Connection& connection) noexcept {
   }
 }
 
+// With few connections, a recv on each is cheapest; past kDirectPollLimit one epoll_wait
+// names the sockets that hold data (and the listening one), so a poll costs one system
+// call plus one per socket with something to take.
+void TcpTransport::receive_ready() noexcept {
+  if (connections_.size() <= kDirectPollLimit) {
+    if (++polls_ % kAcceptEveryPolls == 0) accept_new();
+    for (std::size_t i = 0; i < connections_.size(); ++i)
+      if (connections_[i]->fd >= 0) receive_from(*connections_[i]);
+    return;
+  }
+  epoll_event events[kEventsPerPoll];
+  int ready = ::epoll_wait(epoll_fd_, events, kEventsPerPoll, 0);
+  for (int i = 0; i < ready; ++i) {
+    auto* connection = static_cast<Connection*>(events[i].data.ptr);
+    if (connection == nullptr) accept_new();
+    else if (connection->fd >= 0) receive_from(*connection);
+  }
+}
+
 std::size_t TcpTransport::poll(std::span<Completion> out) noexcept {
-  if (++polls_ % kAcceptEveryPolls == 0) accept_new();
   for (std::size_t i = 0; i < connections_.size(); ++i) {
     Connection& connection = *connections_[i];
     if (connection.fd >= 0 && !connection.output.empty()) flush(connection);
-    if (connection.fd >= 0) receive_from(connection);
   }
+  receive_ready();
   if (closed_any_) {
     closed_any_ = false;
     std::erase_if(connections_,

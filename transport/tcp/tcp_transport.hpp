@@ -173,6 +173,7 @@ class TcpTransport final : public Transport {
   void retire_pending(PendingOperation& operation) noexcept;
 
   // Receiving (tcp_poll.cpp).
+  void receive_ready() noexcept;
   void receive_from(Connection& connection) noexcept;
   void take_buffered(Connection& connection) noexcept;
   bool take_header(Connection& connection) noexcept;
@@ -197,6 +198,7 @@ class TcpTransport final : public Transport {
   Limits limits_;
   WireAddress address_{};
   int listen_fd_ = -1;
+  int epoll_fd_ = -1;  // every connection and the listening socket, for polls of many
   std::vector<TcpPeer> peers_;
   std::vector<std::unique_ptr<Connection>> connections_;
   std::deque<PostedReceive> receives_;
