@@ -107,6 +107,9 @@ constexpr Option kOptions[] = {
     {"TETHER_TCP_INTERFACE", "auto", Kind::text,
      "Where tether's own TCP transport listens: an interface name (eth0) or IPv4 address; auto: the first "
      "interface that is up and not loopback, else lo"},
+    {"TETHER_TCP_SOCKET_BUFFER", "128K", Kind::size,
+     "Send and receive buffer of each tcp-own socket (SO_SNDBUF, SO_RCVBUF; the kernel doubles it); small "
+     "buffers keep a large message's bytes in cache between the two copies (0: the kernel's autotuning)"},
     {"TETHER_NODE_NAME", "auto", Kind::text,
      "This rank's node as the hybrid transport compares it (ranks with equal names use shared memory, "
      "others the network); auto: host name, boot id and network and pid namespaces"},

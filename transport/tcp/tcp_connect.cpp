@@ -69,6 +69,13 @@ void set_no_delay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
+// TETHER_TCP_SOCKET_BUFFER, before connect or listen (the window scale is fixed then).
+void set_buffers(int fd, int bytes) {
+  if (bytes <= 0) return;
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+}
+
 std::uint64_t next_instance() {
   static std::atomic<std::uint64_t> counter{0};
   auto now = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
@@ -106,7 +113,9 @@ bool TcpRegistrar::allows(std::uint64_t key, std::uint64_t address, std::uint64_
 
 Expected<std::unique_ptr<Transport>> TcpTransport::open(const std::string& interface) {
   std::unique_ptr<TcpTransport> transport(new TcpTransport());
-  std::string wanted = interface.empty() ? std::string(config::Config::global().text("TETHER_TCP_INTERFACE")) : interface;
+  const auto& config = config::Config::global();
+  std::string wanted = interface.empty() ? std::string(config.text("TETHER_TCP_INTERFACE")) : interface;
+  transport->socket_buffer_bytes_ = static_cast<int>(std::min<std::uint64_t>(config.size_bytes("TETHER_TCP_SOCKET_BUFFER"), 1U << 30));
   if (auto listening = transport->listen_on(wanted); !listening) return tl::unexpected(listening.error());
   Limits& limits = transport->limits_;
   limits.max_message_bytes = std::size_t{1} << 40;
@@ -125,6 +134,7 @@ Expected<void> TcpTransport::listen_on(const std::string& interface) {
   name_ = "tcp-own:" + chosen->label;
   const std::uint32_t ipv4 = chosen->ipv4;
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  set_buffers(listen_fd_, socket_buffer_bytes_);
   sockaddr_in bound{};
   bound.sin_family = AF_INET;
   bound.sin_addr.s_addr = ipv4;
@@ -195,8 +205,9 @@ Connection& TcpTransport::adopt(int fd, LinkState state, bool accepted) {
 namespace {
 
 // Connects and says hello (blocking: a few bytes into a fresh socket); -1 with errno set.
-int connect_and_greet(const WireAddress& target, const WireAddress& self) {
+int connect_and_greet(const WireAddress& target, const WireAddress& self, int buffer_bytes) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0) set_buffers(fd, buffer_bytes);
   sockaddr_in remote{};
   remote.sin_family = AF_INET;
   remote.sin_addr.s_addr = target.ipv4;
@@ -236,7 +247,7 @@ Connection* TcpTransport::connection_to(PeerIndex peer) noexcept {
     (void)fail(Errc::peer_unreachable, fmt::format("the connection to {} was lost", where), "stop sending to that peer");
     return nullptr;
   }
-  int fd = connect_and_greet(target.address, address_);
+  int fd = connect_and_greet(target.address, address_, socket_buffer_bytes_);
   if (fd < 0) {
     int error = errno;
     target.dead = true;  // it listened before it published the address: it is gone

@@ -198,7 +198,8 @@ class TcpTransport final : public Transport {
   Limits limits_;
   WireAddress address_{};
   int listen_fd_ = -1;
-  int epoll_fd_ = -1;  // every connection and the listening socket, for polls of many
+  int epoll_fd_ = -1;
+  int socket_buffer_bytes_ = 0;  // TETHER_TCP_SOCKET_BUFFER  // every connection and the listening socket, for polls of many
   std::vector<TcpPeer> peers_;
   std::vector<std::unique_ptr<Connection>> connections_;
   std::deque<PostedReceive> receives_;
