@@ -278,12 +278,15 @@ void TcpTransport::receive_ready() noexcept {
   }
 }
 
+// Receives first, then sends what is queued, the answers to what just arrived among it:
+// an answer must not wait for a later poll, which a peer computing for a while would not
+// make (its writer would stall until then).
 std::size_t TcpTransport::poll(std::span<Completion> out) noexcept {
+  receive_ready();
   for (std::size_t i = 0; i < connections_.size(); ++i) {
     Connection& connection = *connections_[i];
     if (connection.fd >= 0 && !connection.output.empty()) flush(connection);
   }
-  receive_ready();
   if (closed_any_) {
     closed_any_ = false;
     std::erase_if(connections_,

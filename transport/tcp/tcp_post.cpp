@@ -99,8 +99,8 @@ std::size_t TcpTransport::send_now(Connection& connection, const FrameHeader& he
   return SIZE_MAX;
 }
 
-// An answer (write_ack, read_response) waits for the next frame this side sends or the
-// next poll, so it shares that frame's TCP segment instead of costing one of its own.
+// An answer (write_ack, read_response) leaves at the end of the poll that took its
+// request, with every other answer of that poll in one sendmsg.
 void TcpTransport::queue_answer(Connection& connection, const FrameHeader& header, const void* payload) noexcept {
   if (!enqueue(connection, header, payload, 0)) close_connection(connection, "no memory to answer an RMA");
 }
