@@ -84,6 +84,13 @@ std::uint64_t next_instance() {
 
 }  // namespace
 
+// Seeded from 256 bits of the system's entropy: one key does not give away the others.
+std::mt19937_64 TcpRegistrar::seeded() {
+  std::random_device entropy;
+  std::seed_seq seed{entropy(), entropy(), entropy(), entropy(), entropy(), entropy(), entropy(), entropy()};
+  return std::mt19937_64(seed);
+}
+
 Expected<Registration> TcpRegistrar::register_range(void* address, std::size_t length, Access access) {
   std::unique_lock lock(mutex_);
   std::uint64_t key = 0;
@@ -189,17 +196,27 @@ Expected<PeerIndex> TcpTransport::insert_peer(std::span<const std::byte> address
   return peer;
 }
 
-Connection& TcpTransport::adopt(int fd, LinkState state, bool accepted) {
-  auto connection = std::make_unique<Connection>();
-  connection->fd = fd;
-  connection->state = state;
-  connection->accepted = accepted;
-  connection->input = std::make_unique<std::byte[]>(kInputBufferBytes);
-  epoll_event readable{EPOLLIN, {.ptr = connection.get()}};
-  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &readable) != 0)  // closing the fd takes it out again
-    log::error("transport", "tcp-own: epoll_ctl: {}; with over 4 connections this one goes unread", std::strerror(errno));
-  connections_.push_back(std::move(connection));
-  return *connections_.back();
+// Takes over `fd` (closed on failure); nullptr when there is no memory or epoll refuses it.
+Connection* TcpTransport::adopt(int fd, LinkState state, bool accepted) noexcept {
+  try {
+    auto connection = std::make_unique<Connection>();
+    connection->fd = fd;
+    connection->state = state;
+    connection->accepted = accepted;
+    connection->input = std::make_unique<std::byte[]>(kInputBufferBytes);
+    connections_.reserve(connections_.size() + 1);
+    epoll_event readable{EPOLLIN, {.ptr = connection.get()}};
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &readable) != 0) {
+      log::error("transport", "tcp-own: epoll_ctl: {}; connection refused", std::strerror(errno));
+      ::close(fd);
+      return nullptr;
+    }
+    connections_.push_back(std::move(connection));
+    return connections_.back().get();
+  } catch (const std::bad_alloc&) {
+    ::close(fd);
+    return nullptr;
+  }
 }
 
 namespace {
@@ -255,16 +272,14 @@ Connection* TcpTransport::connection_to(PeerIndex peer) noexcept {
                "the peer must be alive and reachable on its TETHER_TCP_INTERFACE (check routes and firewalls)", error);
     return nullptr;
   }
-  try {
-    Connection& connection = adopt(fd, LinkState::awaiting_reply, false);
-    connection.peer = peer;
-    target.connection = &connection;
-    return &connection;
-  } catch (const std::bad_alloc&) {
-    ::close(fd);
-    (void)fail(Errc::out_of_memory, "no memory for a connection", "free memory");
+  Connection* connection = adopt(fd, LinkState::awaiting_reply, false);
+  if (connection == nullptr) {
+    (void)fail(Errc::out_of_memory, "no memory (or epoll) for a connection", "free memory, or raise ulimit -n");
     return nullptr;
   }
+  connection->peer = peer;
+  target.connection = connection;
+  return connection;
 }
 
 void TcpTransport::accept_new() noexcept {
@@ -272,12 +287,7 @@ void TcpTransport::accept_new() noexcept {
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
     set_no_delay(fd);
-    try {
-      adopt(fd, LinkState::open, true);
-    } catch (const std::bad_alloc&) {
-      ::close(fd);
-      return;
-    }
+    if (adopt(fd, LinkState::open, true) == nullptr) return;
   }
 }
 
@@ -331,29 +341,32 @@ void TcpTransport::take_hello_reply(Connection& connection, FrameStatus status) 
   (void)flush(connection);
 }
 
-// Closes the socket; `state` parked keeps the frames for the peer's own connection, open
-// lets the end of poll() sweep the connection away.
+// Closes the socket (out of the epoll set first: a forked child may hold it open); a
+// receive whose message was cut short goes back to the front of the queue. `state`
+// parked keeps the frames for the peer's own connection, open lets the end of poll()
+// sweep the connection away.
 void TcpTransport::shut(Connection& connection, LinkState state) noexcept {
-  if (connection.fd >= 0) ::close(connection.fd);
+  if (connection.fd >= 0) {
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, connection.fd, nullptr);
+    ::close(connection.fd);
+  }
   connection.fd = -1;
   connection.state = state;
   closed_any_ = true;
+  IncomingFrame& incoming = connection.incoming;
+  if (!incoming.active || incoming.header.kind != FrameKind::message) return;
+  incoming.active = false;
+  try {
+    receives_.push_front({incoming.target, incoming.receive_length, incoming.context});
+  } catch (const std::bad_alloc&) {
+    log::error("transport", "tcp-own: no memory to give back a receive; it never completes");
+  }
 }
 
 // The pair's connection closing fails everything still owed to the peer; an extra one
-// owes nothing. One that closes before replying to our hello is taken as a rejection. A
-// receive whose message was cut short goes back to the front of the queue.
+// owes nothing. One that closes before replying to our hello is taken as a rejection.
 void TcpTransport::close_connection(Connection& connection, const char* cause) noexcept {
   if (connection.fd < 0) return;
-  IncomingFrame& incoming = connection.incoming;
-  if (incoming.active && incoming.header.kind == FrameKind::message) {
-    try {
-      receives_.push_front({incoming.target, incoming.receive_length, incoming.context});
-    } catch (const std::bad_alloc&) {
-      log::error("transport", "tcp-own: no memory to give back a receive; it never completes");
-    }
-    incoming.active = false;
-  }
   PeerIndex peer = connection.peer;
   bool pairs = peer != kUnknownPeer && peers_[peer].connection == &connection;
   if (pairs && connection.state == LinkState::awaiting_reply) return shut(connection, LinkState::parked);

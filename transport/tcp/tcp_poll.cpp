@@ -53,7 +53,10 @@ bool TcpTransport::frame_allowed(Connection& connection, const FrameHeader& head
   if (!frame_valid(header)) wrong = "a malformed frame header";
   else if (header.kind == FrameKind::hello && (!connection.accepted || connection.said_hello)) wrong = "an unexpected hello";
   else if (header.kind != FrameKind::hello && connection.accepted && !connection.said_hello) wrong = "a frame before the hello";
-  else if (header.kind == FrameKind::hello_reply && connection.accepted) wrong = "a hello reply on a connection it opened";
+  else if (header.kind == FrameKind::hello_reply && connection.state != LinkState::awaiting_reply)
+    wrong = "a hello reply to no hello";
+  else if (header.kind != FrameKind::hello_reply && connection.state == LinkState::awaiting_reply)
+    wrong = "a frame before the hello reply";
   else if (header.kind == FrameKind::message && header.length > limits_.max_message_bytes) wrong = "a message over the limit";
   if (wrong == nullptr) return true;
   log::error("transport", "tcp-own: {} (magic {:#x}, kind {}, {} bytes) from {}: connection closed", wrong, header.magic,
@@ -64,16 +67,13 @@ bool TcpTransport::frame_allowed(Connection& connection, const FrameHeader& head
 }
 
 // Starts the frame whose header is next in the input; false when there is none yet, or
-// it must wait: a message with no receive posted, or an RMA request while our answers
-// pile up unread (the peer's socket then fills: back-pressure).
+// it is a message and no receive is posted (it waits: back-pressure on the sender).
 bool TcpTransport::take_header(Connection& connection) noexcept {
   if (connection.input_end - connection.input_begin < sizeof(FrameHeader)) return false;
   FrameHeader header;
   std::memcpy(&header, connection.input.get() + connection.input_begin, sizeof header);
   if (!frame_allowed(connection, header)) return false;
   if (header.kind == FrameKind::message && receives_.empty()) return false;
-  bool asks_answer = header.kind == FrameKind::write || header.kind == FrameKind::read_request;
-  if (asks_answer && connection.output_bytes > kMostQueuedBytes) return false;
   connection.input_begin += sizeof header;
   connection.incoming = IncomingFrame{};
   connection.incoming.header = header;
@@ -268,6 +268,10 @@ void TcpTransport::receive_ready() noexcept {
     for (std::size_t i = 0; i < connections_.size(); ++i)
       if (connections_[i]->fd >= 0) receive_from(*connections_[i]);
     return;
+  }
+  for (std::size_t i = 0; i < connections_.size(); ++i) {  // frames that waited for a receive: no event says so
+    Connection& connection = *connections_[i];
+    if (connection.fd >= 0 && connection.input_end > connection.input_begin) take_buffered(connection);
   }
   epoll_event events[kEventsPerPoll];
   int ready = ::epoll_wait(epoll_fd_, events, kEventsPerPoll, 0);

@@ -105,15 +105,16 @@ void TcpTransport::queue_answer(Connection& connection, const FrameHeader& heade
   if (!enqueue(connection, header, payload, 0)) close_connection(connection, "no memory to answer an RMA");
 }
 
-// Sends a frame at once when the connection is idle, else queues it behind the others.
-// `keep` says what happens to a payload that did not leave at once: copied (the call is
-// done), referenced until sent (a send_done follows: posted), or referenced until the
-// peer answers.
+// Sends a frame at once when the connection is idle, else queues it behind the others
+// and sends what the socket takes. `keep` says what happens to a payload that did not
+// leave at once: copied (the call is done), referenced until sent (a send_done follows:
+// posted), or referenced until the peer answers.
 Status TcpTransport::queue_frame(Connection& connection, const FrameHeader& header, const void* payload, Keep keep,
                                  std::uint64_t context) noexcept {
   if (connection.output_bytes > kMostQueuedBytes) return Status::retry;
+  bool idle = connection.output.empty() && connection.state == LinkState::open;
   std::size_t sent = 0;
-  if (connection.output.empty() && connection.state == LinkState::open) {
+  if (idle) {
     sent = send_now(connection, header, payload);
     if (sent == SIZE_MAX)
       return fail(Errc::peer_unreachable, fmt::format("the connection to peer {} broke", connection.peer),
@@ -125,7 +126,13 @@ Status TcpTransport::queue_frame(Connection& connection, const FrameHeader& head
     close_connection(connection, "no memory to queue the rest of a frame");
     return fail(Errc::out_of_memory, "no memory to queue the rest of a frame", "free memory");
   }
-  OutgoingFrame& frame = connection.output.back();
+  Status status = keep_unsent(connection.output.back(), keep);
+  if (!idle) (void)flush(connection);  // after keep_unsent: the frame may leave (and be popped) now
+  return status;
+}
+
+// What the caller's payload becomes once its frame waits in the queue.
+Status TcpTransport::keep_unsent(OutgoingFrame& frame, Keep keep) noexcept {
   if (keep == Keep::until_sent) {
     frame.completes_send = true;
     return Status::posted;

@@ -48,7 +48,8 @@ class TcpRegistrar final : public Registrar {
   };
   mutable std::shared_mutex mutex_;
   std::unordered_map<std::uint64_t, Range> ranges_;
-  std::mt19937_64 random_keys_{std::random_device{}()};
+  std::mt19937_64 random_keys_{seeded()};
+  static std::mt19937_64 seeded();
 };
 
 // A frame waiting for the socket. The payload is the caller's buffer (kept until the
@@ -148,7 +149,7 @@ class TcpTransport final : public Transport {
 
   // Connections (tcp_connect.cpp).
   Connection* connection_to(PeerIndex peer) noexcept;
-  Connection& adopt(int fd, LinkState state, bool accepted);
+  Connection* adopt(int fd, LinkState state, bool accepted) noexcept;
   void accept_new() noexcept;
   void resolve(Connection& connection) noexcept;
   void take_hello(Connection& connection) noexcept;
@@ -163,6 +164,7 @@ class TcpTransport final : public Transport {
                    const RemoteBuffer& remote, std::size_t offset, std::uint64_t context) noexcept;
   Status queue_frame(Connection& connection, const FrameHeader& header, const void* payload, Keep keep,
                      std::uint64_t context) noexcept;
+  static Status keep_unsent(OutgoingFrame& frame, Keep keep) noexcept;
   bool enqueue(Connection& connection, const FrameHeader& header, const void* payload, std::uint64_t context,
                std::size_t sent = 0) noexcept;
   std::size_t send_now(Connection& connection, const FrameHeader& header, const void* payload) noexcept;
