@@ -8,6 +8,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -114,10 +115,12 @@ class RawClient {
     }
     return header;
   }
-  // Whether the victim closed the connection (recv sees the end, not a timeout).
+  // Whether the victim closed the connection: recv sees the end, or a reset (bytes of
+  // ours it never read make the close a reset), not the 5 s timeout.
   bool closed_by_peer() {
     char byte;
-    return ::recv(fd_, &byte, 1, 0) == 0;
+    ssize_t got = ::recv(fd_, &byte, 1, 0);
+    return got == 0 || (got < 0 && errno == ECONNRESET);
   }
 
  private:
