@@ -132,4 +132,11 @@ inline PairOutcome run_pair(const Side& first, const Side& second, std::chrono::
   return outcome;
 }
 
+// Both processes exited 0 before the watchdog.
+inline void expect_both_passed(const PairOutcome& outcome) {
+  EXPECT_FALSE(outcome.timed_out) << "the watchdog killed the pair";
+  EXPECT_EQ(outcome.status[0], 0) << "the first process failed (its output is above)";
+  EXPECT_EQ(outcome.status[1], 0) << "the second process failed (its output is above)";
+}
+
 }  // namespace tether::testing

@@ -25,25 +25,14 @@ constexpr int kEventsPerPoll = 64;
 
 void TcpTransport::complete(CompletionKind kind, PeerIndex peer, std::uint64_t context, void* buffer,
                             std::size_t length, std::uint64_t notification) {
-  Completion completion;
-  completion.kind = kind;
-  completion.peer = peer;
-  completion.context = context;
-  completion.buffer = buffer;
-  completion.length = length;
-  completion.notification = notification;
-  completions_.push_back(completion);
+  completions_.push_back(Completion{.kind = kind, .peer = peer, .context = context, .buffer = buffer, .length = length,
+                                    .notification = notification});
 }
 
 void TcpTransport::complete_error(CompletionKind failed, Errc error, PeerIndex peer, std::uint64_t context,
                                   const char* cause) {
-  Completion completion;
-  completion.failed_kind = failed;
-  completion.error = error;
-  completion.peer = peer;
-  completion.context = context;
-  completion.cause = cause;
-  completions_.push_back(completion);
+  completions_.push_back(
+      Completion{.failed_kind = failed, .error = error, .peer = peer, .context = context, .cause = cause});
 }
 
 // Whether `header` may come now on `connection`; if not, the connection is closed. A
