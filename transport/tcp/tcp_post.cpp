@@ -17,7 +17,7 @@ namespace {
 constexpr std::size_t kMostIovecs = 64;
 
 std::size_t frame_bytes(const OutgoingFrame& frame) noexcept {
-  return sizeof(FrameHeader) + (frame.payload == nullptr ? 0 : frame.header.length);
+  return sizeof(FrameHeader) + payload_on_wire(frame.header);
 }
 
 // Adds the unsent parts of `frame` to `vectors`.
