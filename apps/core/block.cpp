@@ -3,6 +3,15 @@
 #include <algorithm>
 
 namespace tether::apps {
+namespace {
+
+constexpr std::int64_t kDoublesPerLine = 64 / sizeof(double);
+
+std::int64_t round_up_to_line(std::int64_t doubles) {
+  return (doubles + kDoublesPerLine - 1) / kDoublesPerLine * kDoublesPerLine;
+}
+
+}  // namespace
 
 Block::Block(const Problem& problem, int rank) : radius_(problem.radius), fields_(problem.fields) {
   Procs3 coords = coords_of(rank, problem.procs);
@@ -12,7 +21,8 @@ Block::Block(const Problem& problem, int rank) : radius_(problem.radius), fields
     extent_[axis] = range.count;
     ghost_[axis] = axis < problem.dims ? problem.radius : 0;
   }
-  stride_y_ = extent_[0] + 2 * ghost_[0];
+  lead_x_ = round_up_to_line(ghost_[0]);
+  stride_y_ = round_up_to_line(lead_x_ + extent_[0] + ghost_[0]);
   stride_z_ = stride_y_ * (extent_[1] + 2 * ghost_[1]);
   field_cells_ = static_cast<std::size_t>(stride_z_ * (extent_[2] + 2 * ghost_[2]));
   current_.assign(field_cells_ * static_cast<std::size_t>(fields_), 0.0);

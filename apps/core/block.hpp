@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <span>
 #include <vector>
 
@@ -19,6 +20,22 @@ struct Box {
   [[nodiscard]] std::int64_t cells() const { return (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]); }
 };
 
+// Hands out storage starting on a cache line, so a row that starts on one stays there.
+template <class T>
+struct LineAlignedAllocator {
+  using value_type = T;
+  static constexpr std::align_val_t kAlignment{64};
+  LineAlignedAllocator() = default;
+  template <class U>
+  explicit LineAlignedAllocator(const LineAlignedAllocator<U>&) noexcept {}
+  T* allocate(std::size_t count) { return static_cast<T*>(::operator new(count * sizeof(T), kAlignment)); }
+  void deallocate(T* pointer, std::size_t) noexcept { ::operator delete(pointer, kAlignment); }
+  friend bool operator==(const LineAlignedAllocator&, const LineAlignedAllocator&) noexcept { return true; }
+};
+
+// Each row of a field starts its owned cells (x = 0) on a 64-byte line: the row's x ghosts
+// sit in the padding before it, and the row stride is a whole number of lines. The wide
+// stencil copy then loads whole lines.
 class Block {
  public:
   Block(const Problem& problem, int rank);
@@ -31,7 +48,7 @@ class Block {
 
   // Element offset of local cell (x, y, z) inside one field; ghosts have negative indices.
   [[nodiscard]] std::size_t index(std::int64_t x, std::int64_t y, std::int64_t z) const {
-    return static_cast<std::size_t>((x + ghost_[0]) + stride_y_ * (y + ghost_[1]) + stride_z_ * (z + ghost_[2]));
+    return static_cast<std::size_t>((x + lead_x_) + stride_y_ * (y + ghost_[1]) + stride_z_ * (z + ghost_[2]));
   }
   [[nodiscard]] std::int64_t stride_y() const { return stride_y_; }
   [[nodiscard]] std::int64_t stride_z() const { return stride_z_; }
@@ -59,11 +76,12 @@ class Block {
   void reflect_across_x(bool high);
 
   Cells3 offset_{}, extent_{}, ghost_{};
+  std::int64_t lead_x_ = 0;  // elements before x = 0 in a row: the x ghosts, rounded up to a line
   std::int64_t stride_y_ = 0, stride_z_ = 0;
   std::size_t field_cells_ = 0;
   int radius_ = 0;
   int fields_ = 0;
-  std::vector<double> current_, next_;
+  std::vector<double, LineAlignedAllocator<double>> current_, next_;
 };
 
 // Calls visit(x, y, z) over `box` with x innermost.

@@ -31,9 +31,9 @@ std::string json_escape(std::string_view text) {
 
 std::string format_table(const RunSummary& s) {
   std::string text = fmt::format(
-      "# {} comm={} ranks={} procs={} grid={} radius={} fields={} iterations={} compute-us={}\n", s.app, s.comm,
-      s.ranks, format_procs(s.problem), format_cells(s.problem), s.problem.radius, s.problem.fields,
-      s.problem.iterations, s.problem.compute_us);
+      "# {} comm={} ranks={} procs={} grid={} radius={} fields={} iterations={} compute-us={} stencil={}\n", s.app,
+      s.comm, s.ranks, format_procs(s.problem), format_cells(s.problem), s.problem.radius, s.problem.fields,
+      s.problem.iterations, s.problem.compute_us, stencil_copy_name());
   text += fmt::format("# checksum 0x{:016x}\n", s.checksum);
   text += fmt::format("# {:<12}{:>16}{:>18}{:>16}{:>16}{:>14}\n", "Comm", "Iter min (us)", "Iter median (us)",
                       "Comm share (%)", "Halo MB/s", "MFlop/s");

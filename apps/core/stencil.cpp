@@ -61,7 +61,7 @@ std::int64_t flops_per_cell(int radius, int dims) {
 }
 
 bool cpu_has_avx2_stencil() noexcept {
-#if defined(TETHER_APPS_STENCIL_AVX2)
+#if defined(TETHER_APPS_STENCIL_X86)
   static const bool has_avx2 = __builtin_cpu_supports("avx2");
   return has_avx2;
 #else
@@ -69,12 +69,27 @@ bool cpu_has_avx2_stencil() noexcept {
 #endif
 }
 
+bool cpu_has_avx512_stencil() noexcept {
+#if defined(TETHER_APPS_STENCIL_X86)
+  static const bool has_avx512 = __builtin_cpu_supports("avx512f");
+  return has_avx512;
+#else
+  return false;
+#endif
+}
+
+const char* stencil_copy_name() noexcept {
+  if (cpu_has_avx512_stencil()) return "avx512";
+  return cpu_has_avx2_stencil() ? "avx2" : "baseline";
+}
+
 void apply_stencil_baseline(Block& block, int dims, const StencilWeights& weights) {
   apply_stencil_fields(block, dims, weights);
 }
 
 void apply_stencil(Block& block, int dims, const StencilWeights& weights) {
-#if defined(TETHER_APPS_STENCIL_AVX2)
+#if defined(TETHER_APPS_STENCIL_X86)
+  if (cpu_has_avx512_stencil()) return apply_stencil_avx512(block, dims, weights);
   if (cpu_has_avx2_stencil()) return apply_stencil_avx2(block, dims, weights);
 #endif
   apply_stencil_baseline(block, dims, weights);

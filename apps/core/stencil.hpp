@@ -25,14 +25,19 @@ struct StencilWeights {
 // The order of operations per cell never depends on the decomposition, so every process
 // grid computes bitwise-identical fields.
 void apply_stencil(Block& block, int dims, const StencilWeights& weights);
-// apply_stencil picks one of two copies of the loops by the CPU. Both, for the test that
-// compares them bit for bit: the baseline copy, and (only where cpu_has_avx2_stencil())
-// the AVX2 copy, compiled on x86-64 builds.
+// apply_stencil picks one of three copies of the loops by the CPU. Each, for the test
+// that compares them bit for bit: the baseline copy and, on x86-64 builds, the AVX2 and
+// the AVX-512 copies (callable only where cpu_has_avx2_stencil() and
+// cpu_has_avx512_stencil() say so).
 void apply_stencil_baseline(Block& block, int dims, const StencilWeights& weights);
-#if defined(TETHER_APPS_STENCIL_AVX2)
+#if defined(TETHER_APPS_STENCIL_X86)
 void apply_stencil_avx2(Block& block, int dims, const StencilWeights& weights);
+void apply_stencil_avx512(Block& block, int dims, const StencilWeights& weights);
 #endif
 [[nodiscard]] bool cpu_has_avx2_stencil() noexcept;
+[[nodiscard]] bool cpu_has_avx512_stencil() noexcept;
+// The copy apply_stencil runs on this CPU: "avx512", "avx2" or "baseline".
+[[nodiscard]] const char* stencil_copy_name() noexcept;
 
 // A sine mode: sin(pi * m_axis * (i + 1) / (n_axis + 1)) along each active axis.
 struct Mode {

@@ -1,6 +1,9 @@
-// The stencil's loops. Include only from stencil.cpp (the baseline copy) and from
-// stencil_avx2.cpp, which defines TETHER_STENCIL_TARGET as the AVX2 target attribute
-// first (that copy runs only where the CPU has AVX2). Only the functions below carry the
+// The stencil's loops. Include only from stencil.cpp (the baseline copy), stencil_avx2.cpp
+// and stencil_avx512.cpp, which define TETHER_STENCIL_TARGET as their target attribute
+// first (each copy runs only where the CPU has its instructions). stencil_avx512.cpp also
+// defines TETHER_STENCIL_WIDE_ROWS and wide_row_cells<Dims, Radius>(), which computes a
+// row's cells eight at a time up to the last whole eight and returns how many it did; the
+// loop below finishes the row. Only the functions below carry the
 // attribute, and the unnamed namespace gives each file its own copy of them; whatever
 // they call and do not inline (Block's accessors, std::vector) stays baseline code, so
 // no AVX2 instruction can reach a caller on a CPU without it.
@@ -24,7 +27,12 @@ template <int Dims, int Radius>
 TETHER_STENCIL_TARGET void stencil_row(const double* in, double* out, std::int64_t count, std::int64_t stride_y,
                                        std::int64_t stride_z, const double* c, int radius) {
   const int reach = Radius > 0 ? Radius : radius;
-  for (std::int64_t x = 0; x < count; ++x) {
+  std::int64_t x = 0;
+#if defined(TETHER_STENCIL_WIDE_ROWS)
+  if constexpr (Radius >= 1 && Radius <= kWideRowMaxRadius)
+    x = wide_row_cells<Dims, Radius>(in, out, count, stride_y, stride_z, c);
+#endif
+  for (; x < count; ++x) {
     double sum = c[0] * in[x];
     for (int k = 1; k <= reach; ++k) {
       double pairs = (in[x - k] + in[x + k]) + (in[x - k * stride_y] + in[x + k * stride_y]);

@@ -203,34 +203,70 @@ TEST(HaloVerifyTest, SerialRunMatchesTheAnalyticSolution) {
   }
 }
 
-// apply_stencil runs the AVX2 copy where the CPU has it: that copy and the baseline one
-// must give the same bits (2D and 3D, the compiled radii 1 to 3 and the generic 4).
-TEST(HaloStencilTest, Avx2CopyMatchesTheBaselineBitForBit) {
-#if defined(TETHER_APPS_STENCIL_AVX2)
-  if (!cpu_has_avx2_stencil()) GTEST_SKIP() << "this CPU has no AVX2: only the baseline copy runs here";
+// apply_stencil runs the AVX-512 or the AVX2 copy where the CPU has it: each must give
+// the baseline copy's bits (2D and 3D, the compiled radii 1 to 3 and the generic 4; rows of
+// 37 cells, so the AVX-512 copy finishes each row in the baseline loop, and of 5 cells,
+// shorter than one of its vectors).
+#if defined(TETHER_APPS_STENCIL_X86)
+void expect_copy_matches_the_baseline(void (*copy)(Block&, int, const StencilWeights&), const char* name) {
   for (int dims : {2, 3}) {
-    for (int radius = 1; radius <= 4; ++radius) {
-      Problem problem{dims, {37, 29, dims == 3 ? 23 : 1}, {1, 1, 1}, radius, 2, 1, 0};
-      Block baseline(problem, 0);
-      fill_initial(baseline, problem);
-      for (int face = 0; face < 2 * dims; ++face) baseline.reflect_at_edge(face);
-      Block avx2 = baseline;
-      StencilWeights weights = stencil_weights(radius, dims);
-      apply_stencil_baseline(baseline, dims, weights);
-      apply_stencil_avx2(avx2, dims, weights);
-      for (int field = 0; field < 2; ++field) {
-        for_each_cell(Box{{0, 0, 0}, baseline.extent()}, [&](std::int64_t x, std::int64_t y, std::int64_t z) {
-          std::size_t at = baseline.index(x, y, z);
-          ASSERT_EQ(std::bit_cast<std::uint64_t>(baseline.next(field)[at]), std::bit_cast<std::uint64_t>(avx2.next(field)[at]))
-              << "dims " << dims << " radius " << radius << " field " << field << " cell (" << x << ", " << y << ", "
-              << z << ")";
-        });
+    for (std::int64_t row_cells : {37, 5}) {
+      for (int radius = 1; radius <= 4; ++radius) {
+        Problem problem{dims, {row_cells, 29, dims == 3 ? 23 : 1}, {1, 1, 1}, radius, 2, 1, 0};
+        Block baseline(problem, 0);
+        fill_initial(baseline, problem);
+        for (int face = 0; face < 2 * dims; ++face) baseline.reflect_at_edge(face);
+        Block wide = baseline;
+        StencilWeights weights = stencil_weights(radius, dims);
+        apply_stencil_baseline(baseline, dims, weights);
+        copy(wide, dims, weights);
+        for (int field = 0; field < 2; ++field) {
+          for_each_cell(Box{{0, 0, 0}, baseline.extent()}, [&](std::int64_t x, std::int64_t y, std::int64_t z) {
+            std::size_t at = baseline.index(x, y, z);
+            ASSERT_EQ(std::bit_cast<std::uint64_t>(baseline.next(field)[at]),
+                      std::bit_cast<std::uint64_t>(wide.next(field)[at]))
+                << name << ": dims " << dims << " radius " << radius << " field " << field << " cell (" << x << ", "
+                << y << ", " << z << ")";
+          });
+        }
       }
     }
   }
+}
+#endif
+
+TEST(HaloStencilTest, Avx2CopyMatchesTheBaselineBitForBit) {
+#if defined(TETHER_APPS_STENCIL_X86)
+  if (!cpu_has_avx2_stencil()) GTEST_SKIP() << "this CPU has no AVX2: only the baseline copy runs here";
+  expect_copy_matches_the_baseline(apply_stencil_avx2, "avx2");
 #else
   GTEST_SKIP() << "not an x86-64 build: there is no AVX2 copy";
 #endif
+}
+
+TEST(HaloStencilTest, Avx512CopyMatchesTheBaselineBitForBit) {
+#if defined(TETHER_APPS_STENCIL_X86)
+  if (!cpu_has_avx512_stencil()) GTEST_SKIP() << "this CPU has no AVX-512F: the AVX-512 copy never runs here";
+  expect_copy_matches_the_baseline(apply_stencil_avx512, "avx512");
+#else
+  GTEST_SKIP() << "not an x86-64 build: there is no AVX-512 copy";
+#endif
+}
+
+// Every row's owned cells start on a 64-byte line (the wide copy loads whole lines).
+TEST(HaloBlockTest, RowsStartOnACacheLine) {
+  for (int radius : {1, 3, 9}) {
+    Problem problem{3, {21, 7, 5}, {1, 1, 1}, radius, 2, 1, 0};
+    Block block(problem, 0);
+    for (int field = 0; field < 2; ++field) {
+      for (std::int64_t z = 0; z < 5; ++z) {
+        for (std::int64_t y = 0; y < 7; ++y) {
+          auto address = reinterpret_cast<std::uintptr_t>(block.current(field) + block.index(0, y, z));
+          EXPECT_EQ(address % 64, 0u) << "radius " << radius << " field " << field << " row " << y << ", " << z;
+        }
+      }
+    }
+  }
 }
 
 TEST(HaloVerifyTest, WeightsSumToOne) {
