@@ -7,7 +7,7 @@
 #   apps/bench/halo-modes.sh [BUILD_DIR]        (default: build)
 #
 # Environment: RANKS ("2 4"), SIZES ("256 8000"), MODES (every built mode),
-# ITERATIONS_SMALL (2000, for n <= 1024), ITERATIONS_LARGE (5), REPEATS (3, best kept),
+# ITERATIONS_SMALL (2000, for n <= 1024), ITERATIONS_LARGE (20: 5 left n=8000 within 2% noise), REPEATS (3, best kept),
 # OUT (BUILD_DIR/bench), LAUNCH (mpirun --oversubscribe; tether modes will use tether-run).
 set -euo pipefail
 build=${1:-build}
@@ -16,7 +16,7 @@ halo2d=$build/apps/halo2d
 ranks_list=${RANKS:-2 4}
 sizes=${SIZES:-256 8000}
 iterations_small=${ITERATIONS_SMALL:-2000}
-iterations_large=${ITERATIONS_LARGE:-5}
+iterations_large=${ITERATIONS_LARGE:-20}
 repeats=${REPEATS:-3}
 out=${OUT:-$build/bench}
 launch=${LAUNCH:-mpirun --oversubscribe}

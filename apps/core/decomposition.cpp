@@ -1,6 +1,7 @@
 #include "apps/core/decomposition.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -16,7 +17,9 @@ int spread(const Procs3& procs, int dims) {
 bool better_grid(const Procs3& candidate, const Procs3& best, int dims) {
   int candidate_spread = spread(candidate, dims), best_spread = spread(best, dims);
   if (candidate_spread != best_spread) return candidate_spread < best_spread;
-  return candidate > best;  // ties: more ranks along x, where rows are contiguous
+  // Ties: more ranks along z, then y. A face across y is whole rows and one across z whole
+  // planes, copied as they lie in memory; a face across x is `radius` cells of every row.
+  return std::tie(candidate[2], candidate[1]) > std::tie(best[2], best[1]);
 }
 
 }  // namespace

@@ -19,11 +19,12 @@ namespace {
 TEST(HaloDecompositionTest, ProcessGridsAreAsSquareAsPossible) {
   EXPECT_EQ(balanced_process_grid(1, 2), (Procs3{1, 1, 1}));
   EXPECT_EQ(balanced_process_grid(4, 2), (Procs3{2, 2, 1}));
-  EXPECT_EQ(balanced_process_grid(6, 2), (Procs3{3, 2, 1}));
-  EXPECT_EQ(balanced_process_grid(7, 2), (Procs3{7, 1, 1}));
+  EXPECT_EQ(balanced_process_grid(6, 2), (Procs3{2, 3, 1}));
+  EXPECT_EQ(balanced_process_grid(2, 2), (Procs3{1, 2, 1}));  // faces across y: whole rows
+  EXPECT_EQ(balanced_process_grid(7, 2), (Procs3{1, 7, 1}));
   EXPECT_EQ(balanced_process_grid(8, 3), (Procs3{2, 2, 2}));
-  EXPECT_EQ(balanced_process_grid(12, 3), (Procs3{3, 2, 2}));
-  EXPECT_EQ(balanced_process_grid(6, 3), (Procs3{3, 2, 1}));
+  EXPECT_EQ(balanced_process_grid(12, 3), (Procs3{2, 2, 3}));
+  EXPECT_EQ(balanced_process_grid(6, 3), (Procs3{1, 2, 3}));
 }
 
 TEST(HaloDecompositionTest, UnevenBlocksCoverTheAxisOnce) {
