@@ -2,7 +2,8 @@
 // raw TCP client that sends the fuzzer's bytes and closes, then poll() until the
 // transport let go of the connection. Writes may aim at a registered window mapped at a
 // fixed address, so the corpus can name it; its key is random, so every 8 bytes of input
-// that read "KKKKKKKK" are replaced by it. The transport must never write outside the
+// that read "KKKKKKKK" are replaced by it, and "TTTTTTTT" by the endpoint's token (which a
+// hello must quote). The transport must never write outside the
 // window or past a posted receive (ASan checks), and completions must be sane.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -12,6 +13,7 @@
 
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "tests/fuzz/fuzz_input.hpp"
@@ -27,7 +29,8 @@ constexpr std::size_t kWindowBytes = 4096;
 constexpr std::size_t kReceiveBytes = 64;
 constexpr int kReceives = 4;
 constexpr int kPollsPerInput = 400;
-constexpr std::uint64_t kKeyPlaceholder = 0x4b4b4b4b4b4b4b4bULL;  // "KKKKKKKK"
+constexpr std::uint64_t kKeyPlaceholder = 0x4b4b4b4b4b4b4b4bULL;    // "KKKKKKKK"
+constexpr std::uint64_t kTokenPlaceholder = 0x5454545454545454ULL;  // "TTTTTTTT"
 
 struct Target {
   std::unique_ptr<Transport> transport;
@@ -90,9 +93,11 @@ void check(Target& target, const Completion& completion) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static Target* target = open_target();
   std::vector<std::uint8_t> stream(data, data + size);
-  for (std::size_t at = 0; at + sizeof kKeyPlaceholder <= stream.size(); ++at)
-    if (std::memcmp(stream.data() + at, &kKeyPlaceholder, sizeof kKeyPlaceholder) == 0)
-      std::memcpy(stream.data() + at, &target->key, sizeof target->key);
+  for (auto [placeholder, secret] : {std::pair{kKeyPlaceholder, target->key}, std::pair{kTokenPlaceholder, target->address.token}}) {
+    for (std::size_t at = 0; at + sizeof placeholder <= stream.size(); ++at)
+      if (std::memcmp(stream.data() + at, &placeholder, sizeof placeholder) == 0)
+        std::memcpy(stream.data() + at, &secret, sizeof secret);
+  }
   data = stream.data();
   int fd = connect_raw(target->address);
   std::size_t sent = 0;

@@ -124,6 +124,7 @@ TCP_FRAME_MAGIC, TCP_ADDRESS_MAGIC = 0x50435454, 0x41435454
 TCP_HELLO, TCP_MESSAGE, TCP_WRITE, TCP_READ_REQUEST, TCP_READ_RESPONSE, TCP_WRITE_ACK, TCP_ANSWER = range(1, 8)
 TCP_WINDOW = 0x7E0000000000  # fuzz_tcp_frames.cpp maps its registered window here
 TCP_KEY = 0x4B4B4B4B4B4B4B4B  # "KKKKKKKK": the target puts the window's random key in its place
+TCP_TOKEN = 0x5454545454545454  # "TTTTTTTT": the target puts its endpoint's token in its place
 
 
 def tcp_frame(kind, length=0, operation=0, address=0, key=0, notification=0, flags=0, magic=TCP_FRAME_MAGIC):
@@ -131,8 +132,9 @@ def tcp_frame(kind, length=0, operation=0, address=0, key=0, notification=0, fla
 
 
 def tcp_frame_seeds():
-    address = struct.pack("<IHHIIQ", TCP_ADDRESS_MAGIC, 1, 0x3412, 0x0100007F, 4242, 7)
-    hello = tcp_frame(TCP_HELLO, len(address)) + address
+    address = struct.pack("<IHHIIQQ", TCP_ADDRESS_MAGIC, 2, 0x3412, 0x0100007F, 4242, 7, 1)
+    greeting = address + struct.pack("<Q", TCP_TOKEN)  # who we are, and the target's token
+    hello = tcp_frame(TCP_HELLO, len(greeting)) + greeting
     return {
         "hello-message": hello + tcp_frame(TCP_MESSAGE, 5) + b"hello",
         "message-too-long": hello + tcp_frame(TCP_MESSAGE, 100) + bytes(100),
@@ -142,6 +144,7 @@ def tcp_frame_seeds():
         "read": hello + tcp_frame(TCP_READ_REQUEST, 16, 4, TCP_WINDOW, TCP_KEY),
         "stray-answers": hello + tcp_frame(TCP_WRITE_ACK, 0, 12345) + tcp_frame(TCP_READ_RESPONSE, 4, 6) + b"abcd",
         "broken-magic": tcp_frame(TCP_MESSAGE, 5, magic=0xDEADBEEF) + b"hello",
+        "hello-wrong-token": tcp_frame(TCP_HELLO, len(greeting)) + address + b"guessed!" + tcp_frame(TCP_MESSAGE, 5) + b"hello",
     }
 
 

@@ -1,7 +1,7 @@
 // tcp-own only: a pair that connects at both ends at once keeps one connection and loses
-// no frame and no order; hostile bytes on a raw socket (guessed keys, a broken header, a
-// message before the hello) are refused at the target, corrupt nothing, and close only
-// that connection.
+// no frame and no order; hostile bytes on a raw socket (a hello without the target's token,
+// guessed keys, a broken header, a message before the hello) are refused at the target,
+// corrupt nothing, and close only that connection.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -25,6 +25,7 @@ namespace {
 using transport::tcp::FrameHeader;
 using transport::tcp::FrameKind;
 using transport::tcp::FrameStatus;
+using transport::tcp::Hello;
 using transport::tcp::WireAddress;
 
 WireAddress wire_address(std::span<const std::byte> bytes) {
@@ -126,7 +127,16 @@ class RawClient {
   bool connected_ = false;
 };
 
-TEST(TcpOwnTest, WriteWithAForgedKeyIsRefusedAndABrokenFrameClosesOnlyThatConnection) {
+// A hello from `from` quoting `token` as the target's.
+void say_hello(RawClient& raw, const WireAddress& from, std::uint64_t token) {
+  FrameHeader header;
+  header.kind = FrameKind::hello;
+  header.length = sizeof(Hello);
+  Hello hello{from, token};
+  raw.send_frame(header, &hello);
+}
+
+TEST(TcpOwnTest, AHelloWithoutTheTokenOrAWriteWithAForgedKeyIsRefusedAndABrokenFrameClosesOnlyThatConnection) {
   auto victim = [&](const ControlChannel& control) {
     ConnectedEndpoint endpoint("tcp-own", control);
     ASSERT_TRUE(endpoint.ok());
@@ -147,16 +157,20 @@ TEST(TcpOwnTest, WriteWithAForgedKeyIsRefusedAndABrokenFrameClosesOnlyThatConnec
     ASSERT_TRUE(endpoint.ok());
     WireAddress victim_address = wire_address(endpoint.receive_bytes(control));
     std::uint64_t target = endpoint.receive_value(control);
-    RawClient raw(victim_address);
-    ASSERT_TRUE(raw.connected());
     WireAddress stranger{};
     stranger.port = htons(1);
     stranger.pid = 1;
     stranger.instance = 42;
-    FrameHeader hello;
-    hello.kind = FrameKind::hello;
-    hello.length = sizeof stranger;
-    raw.send_frame(hello, &stranger);
+    for (std::uint64_t guessed_token : {std::uint64_t{0}, std::uint64_t{1}, victim_address.token ^ 1}) {  // only the job knows the token
+      RawClient outsider(victim_address);
+      ASSERT_TRUE(outsider.connected());
+      say_hello(outsider, stranger, guessed_token);
+      EXPECT_TRUE(outsider.closed_by_peer()) << "a hello quoting token " << guessed_token << " was taken";
+    }
+    // From here on an insider (it read the victim's address, token and all) misbehaves.
+    RawClient raw(victim_address);
+    ASSERT_TRUE(raw.connected());
+    say_hello(raw, stranger, victim_address.token);
     FrameHeader answer = raw.receive_frame();
     EXPECT_EQ(answer.kind, FrameKind::hello_reply);
     EXPECT_EQ(answer.status, FrameStatus::ok);

@@ -76,6 +76,14 @@ void set_buffers(int fd, int bytes) {
   ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
 }
 
+// 64 bits of the system's entropy, never 0.
+std::uint64_t random_token() {
+  std::random_device entropy;
+  std::uint64_t token = 0;
+  while (token == 0) token = static_cast<std::uint64_t>(entropy()) << 32 | entropy();
+  return token;
+}
+
 std::uint64_t next_instance() {
   static std::atomic<std::uint64_t> counter{0};
   auto now = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
@@ -160,6 +168,7 @@ Expected<void> TcpTransport::listen_on(const std::string& interface) {
   address_.ipv4 = ipv4;
   address_.pid = static_cast<std::uint32_t>(::getpid());
   address_.instance = next_instance();
+  address_.token = random_token();
   return {};
 }
 
@@ -229,12 +238,13 @@ int connect_and_greet(const WireAddress& target, const WireAddress& self, int bu
   remote.sin_family = AF_INET;
   remote.sin_addr.s_addr = target.ipv4;
   remote.sin_port = target.port;
-  FrameHeader hello;
-  hello.kind = FrameKind::hello;
-  hello.length = sizeof self;
-  std::byte greeting[sizeof hello + sizeof self];
-  std::memcpy(greeting, &hello, sizeof hello);
-  std::memcpy(greeting + sizeof hello, &self, sizeof self);
+  FrameHeader header;
+  header.kind = FrameKind::hello;
+  header.length = sizeof(Hello);
+  Hello hello{self, target.token};
+  std::byte greeting[sizeof header + sizeof hello];
+  std::memcpy(greeting, &header, sizeof header);
+  std::memcpy(greeting + sizeof header, &hello, sizeof hello);
   if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) != 0 ||
       ::send(fd, greeting, sizeof greeting, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof greeting)) {
     int error = errno;
@@ -295,7 +305,7 @@ void TcpTransport::accept_new() noexcept {
 void TcpTransport::resolve(Connection& connection) noexcept {
   if (!connection.said_hello || connection.peer != kUnknownPeer) return;
   for (PeerIndex peer = 0; peer < peers_.size(); ++peer)
-    if (peers_[peer].address == connection.remote) connection.peer = peer;
+    if (peers_[peer].address == connection.hello.from) connection.peer = peer;
 }
 
 void TcpTransport::reply_to_hello(Connection& connection, FrameStatus status) noexcept {
@@ -313,10 +323,10 @@ void TcpTransport::reply_to_hello(Connection& connection, FrameStatus status) no
 void TcpTransport::take_hello(Connection& connection) noexcept {
   resolve(connection);
   PeerIndex peer = connection.peer;
-  if (peer == kUnknownPeer || connection.remote == address_) return reply_to_hello(connection, FrameStatus::ok);
+  if (peer == kUnknownPeer || connection.hello.from == address_) return reply_to_hello(connection, FrameStatus::ok);
   Connection* mine = peers_[peer].connection;
   if (mine != nullptr && mine->state == LinkState::open) return reply_to_hello(connection, FrameStatus::ok);
-  if (mine != nullptr && mine->state == LinkState::awaiting_reply && address_ < connection.remote) {
+  if (mine != nullptr && mine->state == LinkState::awaiting_reply && address_ < connection.hello.from) {
     reply_to_hello(connection, FrameStatus::rejected);
     return close_connection(connection, "both sides connected; ours is kept");
   }

@@ -79,8 +79,8 @@ void TcpTransport::route_payload(Connection& connection) noexcept {
   IncomingFrame& incoming = connection.incoming;
   const FrameHeader& header = incoming.header;
   if (header.kind == FrameKind::hello) {
-    incoming.target = reinterpret_cast<std::byte*>(&connection.remote);
-    incoming.room = sizeof connection.remote;
+    incoming.target = reinterpret_cast<std::byte*>(&connection.hello);
+    incoming.room = sizeof connection.hello;
   } else if (header.kind == FrameKind::message) {
     PostedReceive receive = receives_.front();
     receives_.pop_front();
@@ -140,9 +140,15 @@ void TcpTransport::finish_frame(Connection& connection) noexcept {
   try {
     switch (header.kind) {
       case FrameKind::hello:
-        connection.said_hello = connection.remote.magic == kAddressMagic;
-        if (connection.said_hello) take_hello(connection);
-        else close_connection(connection, "a hello without an address");
+        if (connection.hello.from.magic != kAddressMagic) {
+          close_connection(connection, "a hello without an address");
+        } else if (connection.hello.your_token != address_.token) {
+          close_connection(connection, "a hello that does not quote this endpoint's token (a process that did not "
+                                       "read its address from the job's PMIx server: not a rank of this job)");
+        } else {
+          connection.said_hello = true;
+          take_hello(connection);
+        }
         break;
       case FrameKind::hello_reply:
         take_hello_reply(connection, header.status);

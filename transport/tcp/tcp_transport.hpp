@@ -87,7 +87,7 @@ struct Connection {
   LinkState state = LinkState::open;
   bool accepted = false;           // the peer connected to us (it says hello first)
   bool said_hello = false;         // accepted: the peer's hello arrived
-  WireAddress remote{};            // accepted: the hello's address
+  Hello hello{};                   // accepted: the peer's hello (hello.from: its address)
   std::unique_ptr<std::byte[]> input;
   std::size_t input_begin = 0, input_end = 0;
   IncomingFrame incoming;

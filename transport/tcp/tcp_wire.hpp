@@ -10,10 +10,10 @@ namespace tether::transport::tcp {
 
 inline constexpr std::uint32_t kFrameMagic = 0x50435454;    // "TTCP"
 inline constexpr std::uint32_t kAddressMagic = 0x41435454;  // "TTCA"
-inline constexpr std::uint16_t kWireVersion = 1;
+inline constexpr std::uint16_t kWireVersion = 2;  // 2: addresses carry a token, hellos quote it
 
 enum class FrameKind : std::uint8_t {
-  hello = 1,      // first frame of a connection: payload is the connecting side's address
+  hello = 1,      // first frame of a connection: payload is a Hello
   message,        // a send: payload lands in the oldest posted receive
   write,          // payload lands at (address, key); answered by write_ack
   read_request,   // asks for `length` bytes at (address, key); answered by read_response
@@ -47,13 +47,22 @@ struct WireAddress {
   std::uint32_t ipv4 = 0;      // network byte order
   std::uint32_t pid = 0;
   std::uint64_t instance = 0;  // distinguishes endpoints of one process
+  std::uint64_t token = 0;     // random: known only to whoever read this address (the job, via PMIx)
 };
-static_assert(sizeof(WireAddress) == 24);
+static_assert(sizeof(WireAddress) == 32);
 
 inline bool operator==(const WireAddress& a, const WireAddress& b) noexcept {
   return a.magic == b.magic && a.version == b.version && a.port == b.port && a.ipv4 == b.ipv4 && a.pid == b.pid &&
-         a.instance == b.instance;
+         a.instance == b.instance && a.token == b.token;
 }
+
+// The connecting side's first frame: who it is, and the token of the address it connected
+// to, which a process that never read that address cannot know.
+struct Hello {
+  WireAddress from{};
+  std::uint64_t your_token = 0;
+};
+static_assert(sizeof(Hello) == 40);
 
 // The order that decides whose connection a pair keeps when both connected at once.
 inline bool operator<(const WireAddress& a, const WireAddress& b) noexcept {
@@ -68,11 +77,11 @@ inline std::size_t payload_on_wire(const FrameHeader& header) noexcept {
   return header.kind == FrameKind::read_request ? 0 : header.length;
 }
 
-// Whether a header read off the stream can be acted on; hello's payload must be an address.
+// Whether a header read off the stream can be acted on; hello's payload must be a Hello.
 inline bool frame_valid(const FrameHeader& header) noexcept {
   if (header.magic != kFrameMagic) return false;
   if (header.kind < FrameKind::hello || header.kind > FrameKind::hello_reply) return false;
-  if (header.kind == FrameKind::hello) return header.length == sizeof(WireAddress);
+  if (header.kind == FrameKind::hello) return header.length == sizeof(Hello);
   if (header.kind == FrameKind::write_ack || header.kind == FrameKind::hello_reply) return header.length == 0;
   return true;
 }
