@@ -381,7 +381,7 @@ void TcpTransport::close_connection(Connection& connection, const char* cause) n
   bool pairs = peer != kUnknownPeer && peers_[peer].connection == &connection;
   if (pairs && connection.state == LinkState::awaiting_reply) return shut(connection, LinkState::parked);
   shut(connection, LinkState::open);
-  if (!pairs) return;
+  if (!pairs) return log::info("transport", "tcp-own: closed a connection no peer uses: {}", cause);
   peers_[peer].connection = nullptr;
   peers_[peer].dead = true;
   log::warn("transport", "tcp-own: connection to peer {} closed: {}", peer, cause);
