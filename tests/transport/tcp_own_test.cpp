@@ -13,9 +13,11 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "runtime/base/config.hpp"
 #include "tests/transport/transport_support.hpp"
 #include "transport/tcp/tcp_wire.hpp"
 
@@ -230,6 +232,87 @@ TEST(TcpOwnTest, SendToSelfArrives) {
   }
   ASSERT_TRUE(arrived);
   EXPECT_STREQ(landed, "mirror");
+}
+
+// A listening socket whose accept queue is full: the kernel drops further SYNs, so a
+// connect to it neither succeeds nor fails, like one to a host that is down.
+class SilentListener {
+ public:
+  SilentListener() {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    local.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof local;
+    ok_ = ::bind(listener_, reinterpret_cast<sockaddr*>(&local), sizeof local) == 0 && ::listen(listener_, 0) == 0 &&
+          ::getsockname(listener_, reinterpret_cast<sockaddr*>(&local), &length) == 0;
+    address_.port = local.sin_port;
+    address_.ipv4 = local.sin_addr.s_addr;
+    address_.pid = 1;
+    address_.token = 7;
+    for (int i = 0; i < 2 && ok_; ++i) {  // one fills the queue (backlog 0 holds one), the next waits
+      int filler = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+      ok_ = ::connect(filler, reinterpret_cast<sockaddr*>(&local), sizeof local) == 0 || errno == EINPROGRESS;
+      fillers_.push_back(filler);
+    }
+  }
+  ~SilentListener() {
+    for (int filler : fillers_) ::close(filler);
+    ::close(listener_);
+  }
+  [[nodiscard]] bool ok() const { return ok_; }
+  [[nodiscard]] std::span<const std::byte> address() const {
+    return {reinterpret_cast<const std::byte*>(&address_), sizeof address_};
+  }
+
+ private:
+  int listener_ = -1;
+  std::vector<int> fillers_;
+  WireAddress address_{};
+  bool ok_ = false;
+};
+
+// The first frame to a peer that never answers the connect returns at once; the transport
+// goes on polling (a send to itself arrives meanwhile), and after TETHER_TCP_CONNECT_TIMEOUT
+// (2 s under ctest) the frame fails with peer_unreachable naming the timeout.
+TEST(TcpOwnTest, APeerThatNeverAnswersTheConnectFailsAfterTheTimeoutAndBlocksNothing) {
+  SilentListener silent;
+  ASSERT_TRUE(silent.ok()) << std::strerror(errno);
+  auto opened = transport::open_transport("tcp-own:lo");
+  ASSERT_TRUE(opened) << opened.error().message();
+  auto& endpoint = **opened;
+  auto self = endpoint.insert_peer(endpoint.address());
+  auto lost = endpoint.insert_peer(silent.address());
+  ASSERT_TRUE(self && lost);
+  std::vector<char> payload(64 * 1024, 'x');  // above the inject size: its completion reports the outcome
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(endpoint.send(*lost, payload.data(), payload.size(), nullptr, 9), Status::posted)
+      << endpoint.last_error().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 500ms) << "the send waited for the connect";
+  char landed[8] = {};
+  ASSERT_EQ(endpoint.post_receive(landed, sizeof landed, nullptr, 3), Status::posted);
+  ASSERT_NE(endpoint.send(*self, "alive", 6, nullptr, 0), Status::error) << endpoint.last_error().message();
+  const auto timeout = config::Config::global().duration("TETHER_TCP_CONNECT_TIMEOUT");
+  bool self_arrived = false;
+  Completion failure{};
+  Completion completions[4];
+  while (failure.failed_kind != CompletionKind::send_done && std::chrono::steady_clock::now() < start + timeout + 10s) {
+    std::size_t count = endpoint.poll(completions);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (completions[i].kind == CompletionKind::receive) self_arrived = true;
+      if (completions[i].kind == CompletionKind::error) failure = completions[i];
+    }
+  }
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(self_arrived) << "the transport stopped polling while it connected";
+  EXPECT_STREQ(landed, "alive");
+  ASSERT_EQ(failure.failed_kind, CompletionKind::send_done) << "no error completion within the timeout + 10 s";
+  EXPECT_EQ(failure.error, Errc::peer_unreachable);
+  EXPECT_EQ(failure.context, 9U);
+  EXPECT_NE(std::string(failure.cause).find("TETHER_TCP_CONNECT_TIMEOUT"), std::string::npos) << failure.cause;
+  EXPECT_GE(waited, timeout);
+  EXPECT_EQ(endpoint.send(*lost, "again", 6, nullptr, 0), Status::error) << "a peer whose connect failed is not dead";
+  EXPECT_EQ(endpoint.last_error().code, Errc::peer_unreachable);
 }
 
 TEST(TcpOwnTest, UnknownInterfaceIsAClearErrorNamingTheOnesUp) {

@@ -19,6 +19,7 @@
 
 #include "runtime/base/config.hpp"
 #include "runtime/base/log.hpp"
+#include "transport/tcp/tcp_socket.hpp"
 #include "transport/tcp/tcp_transport.hpp"
 
 namespace tether::transport::tcp {
@@ -26,13 +27,6 @@ namespace {
 
 constexpr std::size_t kInjectBytes = 16 * 1024;
 constexpr std::size_t kQueueDepth = 4096;
-
-std::string dotted(std::uint32_t ipv4) {
-  char text[INET_ADDRSTRLEN] = {};
-  in_addr address{ipv4};
-  ::inet_ntop(AF_INET, &address, text, sizeof text);
-  return text;
-}
 
 struct ListenAddress {
   std::uint32_t ipv4 = 0;  // network byte order
@@ -62,18 +56,6 @@ Expected<ListenAddress> choose_address(const std::string& wanted) {
   if (wanted == "auto") return ListenAddress{htonl(INADDR_LOOPBACK), "lo"};
   return make_error(Errc::invalid_argument, fmt::format("no IPv4 interface named {} is up (up: {})", wanted, seen),
                     "set TETHER_TCP_INTERFACE to one of those names, an IPv4 address, or auto");
-}
-
-void set_no_delay(int fd) {
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
-// TETHER_TCP_SOCKET_BUFFER, before connect or listen (the window scale is fixed then).
-void set_buffers(int fd, int bytes) {
-  if (bytes <= 0) return;
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
 }
 
 // 64 bits of the system's entropy, never 0.
@@ -130,6 +112,7 @@ Expected<std::unique_ptr<Transport>> TcpTransport::open(const std::string& inter
   std::unique_ptr<TcpTransport> transport(new TcpTransport());
   const auto& config = config::Config::global();
   std::string wanted = interface.empty() ? std::string(config.text("TETHER_TCP_INTERFACE")) : interface;
+  transport->connect_timeout_ = config.duration("TETHER_TCP_CONNECT_TIMEOUT");
   transport->socket_buffer_bytes_ = static_cast<int>(std::min<std::uint64_t>(config.size_bytes("TETHER_TCP_SOCKET_BUFFER"), 1U << 30));
   if (auto listening = transport->listen_on(wanted); !listening) return tl::unexpected(listening.error());
   Limits& limits = transport->limits_;
@@ -228,70 +211,6 @@ Connection* TcpTransport::adopt(int fd, LinkState state, bool accepted) noexcept
   }
 }
 
-namespace {
-
-// Connects and says hello (blocking: a few bytes into a fresh socket); -1 with errno set.
-int connect_and_greet(const WireAddress& target, const WireAddress& self, int buffer_bytes) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0) set_buffers(fd, buffer_bytes);
-  sockaddr_in remote{};
-  remote.sin_family = AF_INET;
-  remote.sin_addr.s_addr = target.ipv4;
-  remote.sin_port = target.port;
-  FrameHeader header;
-  header.kind = FrameKind::hello;
-  header.length = sizeof(Hello);
-  Hello hello{self, target.token};
-  std::byte greeting[sizeof header + sizeof hello];
-  std::memcpy(greeting, &header, sizeof header);
-  std::memcpy(greeting + sizeof header, &hello, sizeof hello);
-  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) != 0 ||
-      ::send(fd, greeting, sizeof greeting, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof greeting)) {
-    int error = errno;
-    if (fd >= 0) ::close(fd);
-    errno = error;
-    return -1;
-  }
-  set_no_delay(fd);
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-  return fd;
-}
-
-}  // namespace
-
-// The connection frames to `peer` go on, opened on first use; nullptr after fail().
-Connection* TcpTransport::connection_to(PeerIndex peer) noexcept {
-  if (peer >= peers_.size()) {
-    (void)fail(Errc::invalid_argument, fmt::format("peer {} was never inserted ({} peers)", peer, peers_.size()),
-               "insert the peer's address with insert_peer first");
-    return nullptr;
-  }
-  TcpPeer& target = peers_[peer];
-  if (target.connection != nullptr) return target.connection;
-  std::string where = fmt::format("{}:{} (process {})", dotted(target.address.ipv4), ntohs(target.address.port),
-                                  target.address.pid);
-  if (target.dead) {
-    (void)fail(Errc::peer_unreachable, fmt::format("the connection to {} was lost", where), "stop sending to that peer");
-    return nullptr;
-  }
-  int fd = connect_and_greet(target.address, address_, socket_buffer_bytes_);
-  if (fd < 0) {
-    int error = errno;
-    target.dead = true;  // it listened before it published the address: it is gone
-    (void)fail(Errc::peer_unreachable, fmt::format("connect to {}: {}", where, std::strerror(error)),
-               "the peer must be alive and reachable on its TETHER_TCP_INTERFACE (check routes and firewalls)", error);
-    return nullptr;
-  }
-  Connection* connection = adopt(fd, LinkState::awaiting_reply, false);
-  if (connection == nullptr) {
-    (void)fail(Errc::out_of_memory, "no memory (or epoll) for a connection", "free memory, or raise ulimit -n");
-    return nullptr;
-  }
-  connection->peer = peer;
-  target.connection = connection;
-  return connection;
-}
-
 void TcpTransport::accept_new() noexcept {
   for (;;) {
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -362,6 +281,10 @@ void TcpTransport::shut(Connection& connection, LinkState state) noexcept {
   }
   connection.fd = -1;
   connection.state = state;
+  if (connection.dialing) {
+    connection.dialing = false;
+    --dialing_;
+  }
   closed_any_ = true;
   IncomingFrame& incoming = connection.incoming;
   if (!incoming.active || incoming.header.kind != FrameKind::message) return;

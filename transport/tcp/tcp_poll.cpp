@@ -210,6 +210,7 @@ void TcpTransport::take_buffered(Connection& connection) noexcept {
 // Takes the frames buffered, then reads more; stops when the socket is drained, the input
 // is full (back-pressure) or the connection closed.
 void TcpTransport::receive_from(Connection& connection) noexcept {
+  if (connection.dialing) return;  // finish_dial() names a failed connect better than recv
   for (;;) {
     IncomingFrame& incoming = connection.incoming;
     take_buffered(connection);
@@ -281,6 +282,7 @@ void TcpTransport::receive_ready() noexcept {
 // an answer must not wait for a later poll, which a peer computing for a while would not
 // make (its writer would stall until then).
 std::size_t TcpTransport::poll(std::span<Completion> out) noexcept {
+  if (dialing_ > 0) finish_dials();
   receive_ready();
   for (std::size_t i = 0; i < connections_.size(); ++i) {
     Connection& connection = *connections_[i];

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cerrno>
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <random>
@@ -87,6 +88,8 @@ struct Connection {
   LinkState state = LinkState::open;
   bool accepted = false;           // the peer connected to us (it says hello first)
   bool said_hello = false;         // accepted: the peer's hello arrived
+  bool dialing = false;            // ours: connect() under way, the hello not sent yet
+  std::chrono::steady_clock::time_point dial_started{};
   Hello hello{};                   // accepted: the peer's hello (hello.from: its address)
   std::unique_ptr<std::byte[]> input;
   std::size_t input_begin = 0, input_end = 0;
@@ -147,8 +150,14 @@ class TcpTransport final : public Transport {
   TcpTransport() = default;
   Expected<void> listen_on(const std::string& interface);
 
-  // Connections (tcp_connect.cpp).
+  // Dialling (tcp_dial.cpp).
   Connection* connection_to(PeerIndex peer) noexcept;
+  void finish_dials() noexcept;
+  bool finish_dial(Connection& connection) noexcept;
+  bool dial_failed(Connection& connection, int error) noexcept;
+  [[nodiscard]] std::string describe(PeerIndex peer) const;
+
+  // Connections (tcp_connect.cpp).
   Connection* adopt(int fd, LinkState state, bool accepted) noexcept;
   void accept_new() noexcept;
   void resolve(Connection& connection) noexcept;
@@ -208,6 +217,8 @@ class TcpTransport final : public Transport {
   std::deque<Completion> completions_;
   std::vector<PendingOperation> pending_;
   std::vector<std::uint32_t> free_pending_;
+  std::chrono::nanoseconds connect_timeout_{};  // TETHER_TCP_CONNECT_TIMEOUT
+  std::size_t dialing_ = 0;                      // connections whose connect is under way
   std::uint32_t polls_ = 0;
   bool closed_any_ = false;  // a connection was shut since the last sweep
 };

@@ -1,0 +1,141 @@
+// Dialling a peer: the first frame to it opens a connection without blocking. connect()
+// runs in the background while frames queue behind the hello; each poll() looks at the
+// connections still dialling, sends the hello once one is up, and fails everything owed
+// to the peer when the connect fails or TETHER_TCP_CONNECT_TIMEOUT passes (an unreachable
+// host would otherwise cost the kernel's SYN retries, about two minutes).
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "runtime/base/log.hpp"
+#include "transport/tcp/tcp_socket.hpp"
+#include "transport/tcp/tcp_transport.hpp"
+
+namespace tether::transport::tcp {
+namespace {
+
+// A non-blocking socket connecting to `target`: connected or in progress. -1 with errno
+// set when it failed at once.
+int start_connect(const WireAddress& target, int buffer_bytes) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  set_buffers(fd, buffer_bytes);
+  set_no_delay(fd);
+  sockaddr_in remote{};
+  remote.sin_family = AF_INET;
+  remote.sin_addr.s_addr = target.ipv4;
+  remote.sin_port = target.port;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) == 0 || errno == EINPROGRESS) return fd;
+  int error = errno;
+  ::close(fd);
+  errno = error;
+  return -1;
+}
+
+// The hello into a fresh socket, which always has room for it; false with errno set.
+bool send_hello(int fd, const WireAddress& self, const WireAddress& target) {
+  FrameHeader header;
+  header.kind = FrameKind::hello;
+  header.length = sizeof(Hello);
+  Hello hello{self, target.token};
+  std::byte greeting[sizeof header + sizeof hello];
+  std::memcpy(greeting, &header, sizeof header);
+  std::memcpy(greeting + sizeof header, &hello, sizeof hello);
+  ssize_t sent = ::send(fd, greeting, sizeof greeting, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (sent == static_cast<ssize_t>(sizeof greeting)) return true;
+  if (sent >= 0) errno = EMSGSIZE;
+  return false;
+}
+
+const char* connect_remedy(bool timed_out) {
+  return timed_out ? "the peer's host may be down or cut off: check routes and firewalls, or raise "
+                     "TETHER_TCP_CONNECT_TIMEOUT"
+                   : "the peer must be alive and reachable on its TETHER_TCP_INTERFACE (check routes and firewalls)";
+}
+
+}  // namespace
+
+std::string TcpTransport::describe(PeerIndex peer) const {
+  const WireAddress& address = peers_[peer].address;
+  return fmt::format("{}:{} (process {})", dotted(address.ipv4), ntohs(address.port), address.pid);
+}
+
+// The connection frames to `peer` go on, opened on first use; nullptr after fail().
+Connection* TcpTransport::connection_to(PeerIndex peer) noexcept {
+  if (peer >= peers_.size()) {
+    (void)fail(Errc::invalid_argument, fmt::format("peer {} was never inserted ({} peers)", peer, peers_.size()),
+               "insert the peer's address with insert_peer first");
+    return nullptr;
+  }
+  TcpPeer& target = peers_[peer];
+  if (target.connection != nullptr) return target.connection;
+  if (target.dead) {
+    (void)fail(Errc::peer_unreachable, fmt::format("the connection to {} was lost", describe(peer)),
+               "stop sending to that peer");
+    return nullptr;
+  }
+  int fd = start_connect(target.address, socket_buffer_bytes_);
+  if (fd < 0) {
+    int error = errno;
+    target.dead = true;  // it listened before it published the address: it is gone
+    (void)fail(Errc::peer_unreachable, fmt::format("connect to {}: {}", describe(peer), std::strerror(error)),
+               connect_remedy(false), error);
+    return nullptr;
+  }
+  Connection* connection = adopt(fd, LinkState::awaiting_reply, false);
+  if (connection == nullptr) {
+    (void)fail(Errc::out_of_memory, "no memory (or epoll) for a connection", "free memory, or raise ulimit -n");
+    return nullptr;
+  }
+  connection->peer = peer;
+  connection->dialing = true;
+  connection->dial_started = std::chrono::steady_clock::now();
+  ++dialing_;
+  target.connection = connection;
+  if (!finish_dial(*connection)) return nullptr;  // on lo the connect is often over already
+  return connection;
+}
+
+void TcpTransport::finish_dials() noexcept {
+  for (std::size_t i = 0; i < connections_.size() && dialing_ > 0; ++i)
+    if (connections_[i]->dialing) (void)finish_dial(*connections_[i]);
+}
+
+// Once the socket is writable the connect is over: say hello, or fail what the peer is
+// owed. false: the connect failed.
+bool TcpTransport::finish_dial(Connection& connection) noexcept {
+  pollfd writable{connection.fd, POLLOUT, 0};
+  if (::poll(&writable, 1, 0) == 0) {
+    if (std::chrono::steady_clock::now() - connection.dial_started <= connect_timeout_) return true;
+    return dial_failed(connection, ETIMEDOUT);
+  }
+  int error = 0;
+  socklen_t length = sizeof error;
+  if (::getsockopt(connection.fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0) error = errno;
+  if (error == 0 && !send_hello(connection.fd, address_, peers_[connection.peer].address)) error = errno;
+  if (error != 0) return dial_failed(connection, error);
+  connection.dialing = false;
+  --dialing_;
+  return true;
+}
+
+// The peer is gone (it listened before it published its address) or out of reach. The
+// log names the system's reason; completions carry static text.
+bool TcpTransport::dial_failed(Connection& connection, int error) noexcept {
+  const bool timed_out = error == ETIMEDOUT;
+  std::string cause = fmt::format("connect to {}: {}", describe(connection.peer), std::strerror(error));
+  log::warn("transport", "tcp-own: {}", cause);
+  (void)fail(Errc::peer_unreachable, cause, connect_remedy(timed_out), error);
+  connection.state = LinkState::open;  // a connection that never opened: not a rejected hello
+  close_connection(connection, timed_out ? "the connection to the peer did not open within TETHER_TCP_CONNECT_TIMEOUT"
+                                         : "the connection to the peer could not be opened (the log says why)");
+  return false;
+}
+
+}  // namespace tether::transport::tcp

@@ -1,0 +1,33 @@
+// Small socket helpers tcp-own's files share.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <string>
+
+namespace tether::transport::tcp {
+
+inline std::string dotted(std::uint32_t ipv4) {
+  char text[INET_ADDRSTRLEN] = {};
+  in_addr address{ipv4};
+  ::inet_ntop(AF_INET, &address, text, sizeof text);
+  return text;
+}
+
+inline void set_no_delay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+// TETHER_TCP_SOCKET_BUFFER, before connect or listen (the window scale is fixed then).
+inline void set_buffers(int fd, int bytes) {
+  if (bytes <= 0) return;
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+}
+
+}  // namespace tether::transport::tcp
