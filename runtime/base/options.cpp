@@ -109,7 +109,8 @@ constexpr Option kOptions[] = {
      "interface that is up and not loopback, else lo"},
     {"TETHER_TCP_CONNECT_TIMEOUT", "10s", Kind::duration,
      "How long tcp-own waits for a connection to a peer to open (the pair's first frame) before everything "
-     "sent to it fails with peer_unreachable; the rank goes on polling meanwhile"},
+     "sent to it fails with peer_unreachable; the rank goes on polling meanwhile (0s: as long as the kernel "
+     "retries, about two minutes)"},
     {"TETHER_TCP_SOCKET_BUFFER", "128K", Kind::size,
      "Send and receive buffer of each tcp-own socket (SO_SNDBUF, SO_RCVBUF; the kernel doubles it); small "
      "buffers keep a large message's bytes in cache between the two copies (0: the kernel's autotuning)"},

@@ -206,12 +206,12 @@ TEST(HaloVerifyTest, SerialRunMatchesTheAnalyticSolution) {
 
 // apply_stencil runs the AVX-512 or the AVX2 copy where the CPU has it: each must give
 // the baseline copy's bits (2D and 3D, the compiled radii 1 to 3 and the generic 4; rows of
-// 37 cells, so the AVX-512 copy finishes each row in the baseline loop, and of 5 cells,
-// shorter than one of its vectors).
+// 8 and 16 cells, whose last vector reads the right ghosts, 33 and 37, which the baseline
+// loop finishes, and 5, shorter than one vector).
 #if defined(TETHER_APPS_STENCIL_X86)
 void expect_copy_matches_the_baseline(void (*copy)(Block&, int, const StencilWeights&), const char* name) {
   for (int dims : {2, 3}) {
-    for (std::int64_t row_cells : {37, 5}) {
+    for (std::int64_t row_cells : {8, 16, 33, 37, 5}) {
       for (int radius = 1; radius <= 4; ++radius) {
         Problem problem{dims, {row_cells, 29, dims == 3 ? 23 : 1}, {1, 1, 1}, radius, 2, 1, 0};
         Block baseline(problem, 0);

@@ -120,7 +120,7 @@ def mailbox_seeds():
     }
 
 
-TCP_FRAME_MAGIC, TCP_ADDRESS_MAGIC = 0x50435454, 0x41435454
+TCP_FRAME_MAGIC, TCP_ADDRESS_MAGIC, TCP_WIRE_VERSION = 0x50435454, 0x41435454, 2
 TCP_HELLO, TCP_MESSAGE, TCP_WRITE, TCP_READ_REQUEST, TCP_READ_RESPONSE, TCP_WRITE_ACK, TCP_ANSWER = range(1, 8)
 TCP_WINDOW = 0x7E0000000000  # fuzz_tcp_frames.cpp maps its registered window here
 TCP_KEY = 0x4B4B4B4B4B4B4B4B  # "KKKKKKKK": the target puts the window's random key in its place
@@ -132,7 +132,7 @@ def tcp_frame(kind, length=0, operation=0, address=0, key=0, notification=0, fla
 
 
 def tcp_frame_seeds():
-    address = struct.pack("<IHHIIQQ", TCP_ADDRESS_MAGIC, 2, 0x3412, 0x0100007F, 4242, 7, 1)
+    address = struct.pack("<IHHIIQQ", TCP_ADDRESS_MAGIC, TCP_WIRE_VERSION, 0x3412, 0x0100007F, 4242, 7, 0)
     greeting = address + struct.pack("<Q", TCP_TOKEN)  # who we are, and the target's token
     hello = tcp_frame(TCP_HELLO, len(greeting)) + greeting
     return {

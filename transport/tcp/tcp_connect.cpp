@@ -237,21 +237,22 @@ void TcpTransport::reply_to_hello(Connection& connection, FrameStatus status) no
 }
 
 // A hello arrived on an accepted connection: it becomes the pair's connection, unless we
-// connected to the same peer at once and our address is the smaller (ours wins, and the
-// peer moves its frames onto it when our hello reaches it).
+// connected to the same peer at once, said hello, and our address is the smaller (ours
+// wins, and the peer moves its frames onto it when our hello reaches it). Ours still
+// dialling gives way: the peer's works already.
 void TcpTransport::take_hello(Connection& connection) noexcept {
   resolve(connection);
   PeerIndex peer = connection.peer;
   if (peer == kUnknownPeer || connection.hello.from == address_) return reply_to_hello(connection, FrameStatus::ok);
   Connection* mine = peers_[peer].connection;
   if (mine != nullptr && mine->state == LinkState::open) return reply_to_hello(connection, FrameStatus::ok);
-  if (mine != nullptr && mine->state == LinkState::awaiting_reply && address_ < connection.hello.from) {
+  if (mine != nullptr && mine->state == LinkState::awaiting_reply && !mine->dialing && address_ < connection.hello.from) {
     reply_to_hello(connection, FrameStatus::rejected);
     return close_connection(connection, "both sides connected; ours is kept");
   }
   reply_to_hello(connection, FrameStatus::ok);
   if (connection.fd < 0) return;
-  if (mine != nullptr) {  // ours waits for a reply or was rejected: its frames go on this one, in order
+  if (mine != nullptr) {  // ours dials, waits for a reply or was rejected: its frames go on this one, in order
     for (OutgoingFrame& frame : mine->output) connection.output.push_back(std::move(frame));
     connection.output_bytes += mine->output_bytes;
     mine->output.clear();
@@ -302,12 +303,20 @@ void TcpTransport::close_connection(Connection& connection, const char* cause) n
   if (connection.fd < 0) return;
   PeerIndex peer = connection.peer;
   bool pairs = peer != kUnknownPeer && peers_[peer].connection == &connection;
-  if (pairs && connection.state == LinkState::awaiting_reply) return shut(connection, LinkState::parked);
+  if (pairs && connection.state == LinkState::awaiting_reply && !connection.dialing)
+    return shut(connection, LinkState::parked);
   shut(connection, LinkState::open);
   if (!pairs) return log::info("transport", "tcp-own: closed a connection no peer uses: {}", cause);
+  log::warn("transport", "tcp-own: connection to peer {} closed: {}", peer, cause);
+  lose_peer(connection, cause);
+}
+
+// The pair's (shut) connection is gone for good: the peer is dead, and every frame still
+// queued on it and every RMA it owes fail with `cause` (static text).
+void TcpTransport::lose_peer(Connection& connection, const char* cause) noexcept {
+  PeerIndex peer = connection.peer;
   peers_[peer].connection = nullptr;
   peers_[peer].dead = true;
-  log::warn("transport", "tcp-own: connection to peer {} closed: {}", peer, cause);
   for (const OutgoingFrame& frame : connection.output)
     if (frame.completes_send) complete_error(CompletionKind::send_done, Errc::peer_unreachable, peer, frame.context, cause);
   connection.output.clear();

@@ -44,6 +44,7 @@ bool send_hello(int fd, const WireAddress& self, const WireAddress& target) {
   header.kind = FrameKind::hello;
   header.length = sizeof(Hello);
   Hello hello{self, target.token};
+  hello.from.token = 0;
   std::byte greeting[sizeof header + sizeof hello];
   std::memcpy(greeting, &header, sizeof header);
   std::memcpy(greeting + sizeof header, &hello, sizeof hello);
@@ -53,11 +54,10 @@ bool send_hello(int fd, const WireAddress& self, const WireAddress& target) {
   return false;
 }
 
-const char* connect_remedy(bool timed_out) {
-  return timed_out ? "the peer's host may be down or cut off: check routes and firewalls, or raise "
-                     "TETHER_TCP_CONNECT_TIMEOUT"
-                   : "the peer must be alive and reachable on its TETHER_TCP_INTERFACE (check routes and firewalls)";
-}
+constexpr const char* kUnreachableRemedy =
+    "the peer must be alive and reachable on its TETHER_TCP_INTERFACE (check routes and firewalls)";
+constexpr const char* kTimedOutRemedy =
+    "the peer's host may be down or cut off: check routes and firewalls, or raise TETHER_TCP_CONNECT_TIMEOUT";
 
 }  // namespace
 
@@ -85,7 +85,7 @@ Connection* TcpTransport::connection_to(PeerIndex peer) noexcept {
     int error = errno;
     target.dead = true;  // it listened before it published the address: it is gone
     (void)fail(Errc::peer_unreachable, fmt::format("connect to {}: {}", describe(peer), std::strerror(error)),
-               connect_remedy(false), error);
+               kUnreachableRemedy, error);
     return nullptr;
   }
   Connection* connection = adopt(fd, LinkState::awaiting_reply, false);
@@ -98,44 +98,66 @@ Connection* TcpTransport::connection_to(PeerIndex peer) noexcept {
   connection->dial_started = std::chrono::steady_clock::now();
   ++dialing_;
   target.connection = connection;
-  if (!finish_dial(*connection)) return nullptr;  // on lo the connect is often over already
+  if (int error = finish_dial(*connection); error != 0) {  // on lo the connect is often over already
+    (void)fail(Errc::peer_unreachable, fmt::format("connect to {}: {}", describe(peer), std::strerror(error)),
+               kUnreachableRemedy, error);
+    return nullptr;
+  }
   return connection;
 }
 
+// One poll() over every connection still dialling.
 void TcpTransport::finish_dials() noexcept {
+  dial_checks_.clear();
+  for (const auto& connection : connections_)
+    if (connection->dialing) dial_checks_.push_back({connection->fd, POLLOUT, 0});
+  if (::poll(dial_checks_.data(), dial_checks_.size(), 0) <= 0) return check_dial_timeouts();
   for (std::size_t i = 0; i < connections_.size() && dialing_ > 0; ++i)
     if (connections_[i]->dialing) (void)finish_dial(*connections_[i]);
 }
 
 // Once the socket is writable the connect is over: say hello, or fail what the peer is
-// owed. false: the connect failed.
-bool TcpTransport::finish_dial(Connection& connection) noexcept {
+// owed. The errno that ended the connect, or 0 (connected, or still under way).
+int TcpTransport::finish_dial(Connection& connection) noexcept {
   pollfd writable{connection.fd, POLLOUT, 0};
-  if (::poll(&writable, 1, 0) == 0) {
-    if (std::chrono::steady_clock::now() - connection.dial_started <= connect_timeout_) return true;
-    return dial_failed(connection, ETIMEDOUT);
+  if (::poll(&writable, 1, 0) <= 0) {
+    if (!dial_timed_out(connection)) return 0;
+    dial_failed(connection, ETIMEDOUT, true);
+    return ETIMEDOUT;
   }
   int error = 0;
   socklen_t length = sizeof error;
   if (::getsockopt(connection.fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0) error = errno;
   if (error == 0 && !send_hello(connection.fd, address_, peers_[connection.peer].address)) error = errno;
-  if (error != 0) return dial_failed(connection, error);
+  if (error != 0) {
+    dial_failed(connection, error, false);
+    return error;
+  }
   connection.dialing = false;
   --dialing_;
-  return true;
+  return 0;
 }
 
-// The peer is gone (it listened before it published its address) or out of reach. The
-// log names the system's reason; completions carry static text.
-bool TcpTransport::dial_failed(Connection& connection, int error) noexcept {
-  const bool timed_out = error == ETIMEDOUT;
-  std::string cause = fmt::format("connect to {}: {}", describe(connection.peer), std::strerror(error));
-  log::warn("transport", "tcp-own: {}", cause);
-  (void)fail(Errc::peer_unreachable, cause, connect_remedy(timed_out), error);
-  connection.state = LinkState::open;  // a connection that never opened: not a rejected hello
-  close_connection(connection, timed_out ? "the connection to the peer did not open within TETHER_TCP_CONNECT_TIMEOUT"
-                                         : "the connection to the peer could not be opened (the log says why)");
-  return false;
+// TETHER_TCP_CONNECT_TIMEOUT passed (0s: never; the kernel's SYN retries end it).
+bool TcpTransport::dial_timed_out(const Connection& connection) const noexcept {
+  return connect_timeout_.count() > 0 && std::chrono::steady_clock::now() - connection.dial_started > connect_timeout_;
+}
+
+void TcpTransport::check_dial_timeouts() noexcept {
+  for (std::size_t i = 0; i < connections_.size() && dialing_ > 0; ++i) {
+    Connection& connection = *connections_[i];
+    if (connection.dialing && dial_timed_out(connection)) dial_failed(connection, ETIMEDOUT, true);
+  }
+}
+
+// The peer is gone (it listened before it published its address) or out of reach: the
+// log names the system's reason, the completions of what it was owed static text.
+void TcpTransport::dial_failed(Connection& connection, int error, bool timed_out) noexcept {
+  log::warn("transport", "tcp-own: connect to {}: {}; {}", describe(connection.peer), std::strerror(error),
+            timed_out ? kTimedOutRemedy : kUnreachableRemedy);
+  shut(connection, LinkState::open);
+  lose_peer(connection, timed_out ? "the connection to the peer did not open within TETHER_TCP_CONNECT_TIMEOUT"
+                                  : "the connection to the peer could not be opened (the log says why)");
 }
 
 }  // namespace tether::transport::tcp

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "runtime/base/log.hpp"
+#include "transport/tcp/tcp_socket.hpp"
 #include "transport/tcp/tcp_transport.hpp"
 
 namespace tether::transport::tcp {
@@ -132,6 +133,19 @@ void TcpTransport::answer_read(Connection& connection, const FrameHeader& reques
   queue_answer(connection, response, source);
 }
 
+// A hello must carry an address and quote this endpoint's token.
+void TcpTransport::take_hello_frame(Connection& connection) noexcept {
+  if (connection.hello.from.magic != kAddressMagic) return close_connection(connection, "a hello without an address");
+  if (connection.hello.your_token != address_.token) {
+    log::warn("transport", "tcp-own: {} connected with a hello that does not quote this endpoint's token: not a "
+              "rank of this job (it never read this address from the job's PMIx server); closed",
+              remote_of(connection.fd));
+    return close_connection(connection, "a hello without this endpoint's token");
+  }
+  connection.said_hello = true;
+  take_hello(connection);
+}
+
 // The current frame's payload is all in: complete what it finishes and answer it.
 void TcpTransport::finish_frame(Connection& connection) noexcept {
   IncomingFrame& incoming = connection.incoming;
@@ -140,15 +154,7 @@ void TcpTransport::finish_frame(Connection& connection) noexcept {
   try {
     switch (header.kind) {
       case FrameKind::hello:
-        if (connection.hello.from.magic != kAddressMagic) {
-          close_connection(connection, "a hello without an address");
-        } else if (connection.hello.your_token != address_.token) {
-          close_connection(connection, "a hello that does not quote this endpoint's token (a process that did not "
-                                       "read its address from the job's PMIx server: not a rank of this job)");
-        } else {
-          connection.said_hello = true;
-          take_hello(connection);
-        }
+        take_hello_frame(connection);
         break;
       case FrameKind::hello_reply:
         take_hello_reply(connection, header.status);

@@ -23,6 +23,14 @@ inline void set_no_delay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
+// "ip:port" of the other end of a connected socket, for logs.
+inline std::string remote_of(int fd) {
+  sockaddr_in remote{};
+  socklen_t length = sizeof remote;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &length) != 0) return "a process";
+  return dotted(remote.sin_addr.s_addr) + ":" + std::to_string(ntohs(remote.sin_port));
+}
+
 // TETHER_TCP_SOCKET_BUFFER, before connect or listen (the window scale is fixed then).
 inline void set_buffers(int fd, int bytes) {
   if (bytes <= 0) return;

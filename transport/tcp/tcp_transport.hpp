@@ -10,6 +10,8 @@
 // polled with non-blocking recv from poll(), no thread. See transport/tcp/README.md.
 #pragma once
 
+#include <poll.h>
+
 #include <cerrno>
 #include <chrono>
 #include <deque>
@@ -153,8 +155,10 @@ class TcpTransport final : public Transport {
   // Dialling (tcp_dial.cpp).
   Connection* connection_to(PeerIndex peer) noexcept;
   void finish_dials() noexcept;
-  bool finish_dial(Connection& connection) noexcept;
-  bool dial_failed(Connection& connection, int error) noexcept;
+  int finish_dial(Connection& connection) noexcept;
+  [[nodiscard]] bool dial_timed_out(const Connection& connection) const noexcept;
+  void check_dial_timeouts() noexcept;
+  void dial_failed(Connection& connection, int error, bool timed_out) noexcept;
   [[nodiscard]] std::string describe(PeerIndex peer) const;
 
   // Connections (tcp_connect.cpp).
@@ -166,6 +170,7 @@ class TcpTransport final : public Transport {
   void take_hello_reply(Connection& connection, FrameStatus status) noexcept;
   void shut(Connection& connection, LinkState state) noexcept;
   void close_connection(Connection& connection, const char* cause) noexcept;
+  void lose_peer(Connection& connection, const char* cause) noexcept;
 
   // Posting (tcp_post.cpp).
   enum class Keep : std::uint8_t { copy, until_sent, until_answered };
@@ -187,6 +192,7 @@ class TcpTransport final : public Transport {
   void receive_ready() noexcept;
   void receive_from(Connection& connection) noexcept;
   void take_buffered(Connection& connection) noexcept;
+  void take_hello_frame(Connection& connection) noexcept;
   bool take_header(Connection& connection) noexcept;
   bool frame_allowed(Connection& connection, const FrameHeader& header) noexcept;
   void route_payload(Connection& connection) noexcept;
@@ -219,6 +225,7 @@ class TcpTransport final : public Transport {
   std::vector<std::uint32_t> free_pending_;
   std::chrono::nanoseconds connect_timeout_{};  // TETHER_TCP_CONNECT_TIMEOUT
   std::size_t dialing_ = 0;                      // connections whose connect is under way
+  std::vector<pollfd> dial_checks_;              // finish_dials()' one poll() over them
   std::uint32_t polls_ = 0;
   bool closed_any_ = false;  // a connection was shut since the last sweep
 };

@@ -51,13 +51,15 @@ struct WireAddress {
 };
 static_assert(sizeof(WireAddress) == 32);
 
+// The same endpoint (the token is a secret, not part of the name).
 inline bool operator==(const WireAddress& a, const WireAddress& b) noexcept {
   return a.magic == b.magic && a.version == b.version && a.port == b.port && a.ipv4 == b.ipv4 && a.pid == b.pid &&
-         a.instance == b.instance && a.token == b.token;
+         a.instance == b.instance;
 }
 
-// The connecting side's first frame: who it is, and the token of the address it connected
-// to, which a process that never read that address cannot know.
+// The connecting side's first frame: who it is (its token left out: whoever answers the
+// connection must not learn it), and the token of the address it connected to, which a
+// process that never read that address cannot know.
 struct Hello {
   WireAddress from{};
   std::uint64_t your_token = 0;
