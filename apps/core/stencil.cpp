@@ -60,23 +60,20 @@ std::int64_t flops_per_cell(int radius, int dims) {
   return static_cast<std::int64_t>(radius) * (2 * dims + 1) + 1;
 }
 
-bool cpu_has_avx2_stencil() noexcept {
 #if defined(TETHER_APPS_STENCIL_X86)
+bool cpu_has_avx2_stencil() noexcept {
   static const bool has_avx2 = __builtin_cpu_supports("avx2");
   return has_avx2;
-#else
-  return false;
-#endif
 }
 
 bool cpu_has_avx512_stencil() noexcept {
-#if defined(TETHER_APPS_STENCIL_X86)
   static const bool has_avx512 = __builtin_cpu_supports("avx512f");
   return has_avx512;
-#else
-  return false;
-#endif
 }
+#else
+bool cpu_has_avx2_stencil() noexcept { return false; }
+bool cpu_has_avx512_stencil() noexcept { return false; }
+#endif
 
 const char* stencil_copy_name() noexcept {
   if (cpu_has_avx512_stencil()) return "avx512";

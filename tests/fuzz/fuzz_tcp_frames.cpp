@@ -93,7 +93,9 @@ void check(Target& target, const Completion& completion) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static Target* target = open_target();
   std::vector<std::uint8_t> stream(data, data + size);
-  for (auto [placeholder, secret] : {std::pair{kKeyPlaceholder, target->key}, std::pair{kTokenPlaceholder, target->address.token}}) {
+  const std::pair<std::uint64_t, std::uint64_t> secrets[] = {{kKeyPlaceholder, target->key},
+                                                             {kTokenPlaceholder, target->address.token}};
+  for (auto [placeholder, secret] : secrets) {
     for (std::size_t at = 0; at + sizeof placeholder <= stream.size(); ++at)
       if (std::memcmp(stream.data() + at, &placeholder, sizeof placeholder) == 0)
         std::memcpy(stream.data() + at, &secret, sizeof secret);

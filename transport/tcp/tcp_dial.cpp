@@ -84,9 +84,7 @@ Connection* TcpTransport::connection_to(PeerIndex peer) noexcept {
   if (fd < 0) {
     int error = errno;
     target.dead = true;  // it listened before it published the address: it is gone
-    (void)fail(Errc::peer_unreachable, fmt::format("connect to {}: {}", describe(peer), std::strerror(error)),
-               kUnreachableRemedy, error);
-    return nullptr;
+    return fail_connect(peer, error);
   }
   Connection* connection = adopt(fd, LinkState::awaiting_reply, false);
   if (connection == nullptr) {
@@ -98,20 +96,20 @@ Connection* TcpTransport::connection_to(PeerIndex peer) noexcept {
   connection->dial_started = std::chrono::steady_clock::now();
   ++dialing_;
   target.connection = connection;
-  if (int error = finish_dial(*connection); error != 0) {  // on lo the connect is often over already
-    (void)fail(Errc::peer_unreachable, fmt::format("connect to {}: {}", describe(peer), std::strerror(error)),
-               kUnreachableRemedy, error);
-    return nullptr;
-  }
+  if (int error = finish_dial(*connection); error != 0) return fail_connect(peer, error);  // lo: often over already
   return connection;
 }
 
-// One poll() over every connection still dialling.
+// The caller's error for a connect that failed while it waited; nullptr.
+Connection* TcpTransport::fail_connect(PeerIndex peer, int error) noexcept {
+  (void)fail(Errc::peer_unreachable, fmt::format("connect to {}: {}", describe(peer), std::strerror(error)),
+             error == ETIMEDOUT ? kTimedOutRemedy : kUnreachableRemedy, error);
+  return nullptr;
+}
+
+// Each connection still dialling: connected, failed or timed out yet? (Dialling only
+// happens while a pair's first frames wait, so one poll() per such socket is cheap.)
 void TcpTransport::finish_dials() noexcept {
-  dial_checks_.clear();
-  for (const auto& connection : connections_)
-    if (connection->dialing) dial_checks_.push_back({connection->fd, POLLOUT, 0});
-  if (::poll(dial_checks_.data(), dial_checks_.size(), 0) <= 0) return check_dial_timeouts();
   for (std::size_t i = 0; i < connections_.size() && dialing_ > 0; ++i)
     if (connections_[i]->dialing) (void)finish_dial(*connections_[i]);
 }
@@ -141,13 +139,6 @@ int TcpTransport::finish_dial(Connection& connection) noexcept {
 // TETHER_TCP_CONNECT_TIMEOUT passed (0s: never; the kernel's SYN retries end it).
 bool TcpTransport::dial_timed_out(const Connection& connection) const noexcept {
   return connect_timeout_.count() > 0 && std::chrono::steady_clock::now() - connection.dial_started > connect_timeout_;
-}
-
-void TcpTransport::check_dial_timeouts() noexcept {
-  for (std::size_t i = 0; i < connections_.size() && dialing_ > 0; ++i) {
-    Connection& connection = *connections_[i];
-    if (connection.dialing && dial_timed_out(connection)) dial_failed(connection, ETIMEDOUT, true);
-  }
 }
 
 // The peer is gone (it listened before it published its address) or out of reach: the

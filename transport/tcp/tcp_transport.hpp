@@ -10,8 +10,6 @@
 // polled with non-blocking recv from poll(), no thread. See transport/tcp/README.md.
 #pragma once
 
-#include <poll.h>
-
 #include <cerrno>
 #include <chrono>
 #include <deque>
@@ -157,7 +155,7 @@ class TcpTransport final : public Transport {
   void finish_dials() noexcept;
   int finish_dial(Connection& connection) noexcept;
   [[nodiscard]] bool dial_timed_out(const Connection& connection) const noexcept;
-  void check_dial_timeouts() noexcept;
+  Connection* fail_connect(PeerIndex peer, int error) noexcept;
   void dial_failed(Connection& connection, int error, bool timed_out) noexcept;
   [[nodiscard]] std::string describe(PeerIndex peer) const;
 
@@ -225,7 +223,6 @@ class TcpTransport final : public Transport {
   std::vector<std::uint32_t> free_pending_;
   std::chrono::nanoseconds connect_timeout_{};  // TETHER_TCP_CONNECT_TIMEOUT
   std::size_t dialing_ = 0;                      // connections whose connect is under way
-  std::vector<pollfd> dial_checks_;              // finish_dials()' one poll() over them
   std::uint32_t polls_ = 0;
   bool closed_any_ = false;  // a connection was shut since the last sweep
 };
