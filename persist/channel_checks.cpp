@@ -52,6 +52,13 @@ const char* landing_refusal(Role role, const ChannelShape& shape, const ReceiveP
   return receive.partition_landed[index] != 0 ? "a partition landed twice" : nullptr;
 }
 
+const char* direct_landing_refusal(const ChannelShape& shape, const ReceiveProgress& receive, std::uint64_t slot,
+                                   std::uint32_t length) noexcept {
+  if (slot >= shape.slots) return "slot beyond the channel's slots";
+  if (receive.slot_held[slot] != 0) return "the slot still holds a message not released";
+  return length > shape.slot_bytes ? "length beyond the slot" : nullptr;
+}
+
 const char* credit_refusal(Role role, const SendProgress& send, std::uint32_t credits) noexcept {
   if (role != Role::send) return "a credit for a receive channel";
   if (credits == 0 || credits > send.started - send.credited) return "more credits than messages in flight";

@@ -92,6 +92,12 @@ void ChannelRegistry::size_progress(ChannelState& channel) {
   channel.send.buffer_writes.assign(channel.buffer_count(), 0);
   channel.send.buffer_piggyback.assign(channel.buffer_count(), 0);
   channel.send.partition_sent.assign(shape.partitions, 0);
+  channel.send.slot_of_position.assign(shape.slots, 0);
+  channel.send.free_slots.resize(shape.slots);
+  for (std::uint32_t slot = 0; slot < shape.slots; ++slot) channel.send.free_slots[slot] = shape.slots - 1 - slot;
+  channel.receive.landing_slot.resize(shape.slots);
+  for (std::uint32_t position = 0; position < shape.slots; ++position) channel.receive.landing_slot[position] = position;
+  channel.receive.slot_held.assign(shape.slots, 0);
   channel.receive.landed_bytes.assign(shape.slots, 0);
   channel.receive.partitions_landed.assign(shape.slots, 0);
   channel.receive.partition_landed.assign(static_cast<std::size_t>(shape.slots) * shape.partitions, 0);

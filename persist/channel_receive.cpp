@@ -23,6 +23,7 @@ void ChannelRegistry::land(ChannelState& channel, const Notification& notificati
 void ChannelRegistry::record_landing(ChannelState& channel, const Notification& notification) noexcept {
   ReceiveProgress& receive = channel.receive;
   std::uint32_t slot = notification.slot;
+  receive.landing_slot[slot] = slot;  // notifications land in their position's own slot
   if (channel.shape.partitions == 1) {
     receive.landed_bytes[slot] = notification.value;
     receive.complete[slot] = 1;
@@ -62,35 +63,42 @@ Status ChannelRegistry::take_landed(ChannelState& channel, std::span<const std::
     return refuse(channel, Errc::limit_exceeded,
                   fmt::format("all {} slots hold messages not released", channel.shape.slots),
                   "release() a message before asking for the next");
-  auto slot = static_cast<std::uint32_t>(receive.delivered % channel.shape.slots);
-  if (receive.complete[slot] == 0) check_flag(channel, slot);
-  set_waiting(channel, receive.complete[slot] == 0 && channel.phase != Phase::failed);
+  auto position = static_cast<std::uint32_t>(receive.delivered % channel.shape.slots);
+  if (receive.complete[position] == 0) check_flag(channel, position);
+  set_waiting(channel, receive.complete[position] == 0 && channel.phase != Phase::failed);
   if (channel.phase == Phase::failed) return failed(channel);
-  if (receive.complete[slot] == 0) {
+  if (receive.complete[position] == 0) {
     // Credits by message wait for a data message to carry them, but not while this side
     // waits: the sender may be waiting for them.
     if (channel.inline_max > 0 && receive.unreported > 0) return_credits(channel);
     return Status::posted;
   }
-  message = {channel.buffer_at(slot), receive.landed_bytes[slot]};
+  message = {channel.buffer_at(receive.landing_slot[position]), receive.landed_bytes[position]};
   ++receive.delivered;
   return Status::done;
 }
 
-// A direct write shows as the flag of the slot carrying the next sequence number.
-void ChannelRegistry::check_flag(ChannelState& channel, std::uint32_t slot) noexcept {
+// A direct write shows as the flag of the position carrying the next sequence number;
+// the flag line names the slot the sender chose, which must be free.
+void ChannelRegistry::check_flag(ChannelState& channel, std::uint32_t position) noexcept {
   if (channel.shape.partitions != 1) return;
-  std::uint64_t flag = std::atomic_ref(*flag_at(channel.flags, slot)).load(std::memory_order_acquire);
-  if ((flag >> 32) != ((channel.receive.delivered + 1) & 0xffffffffU)) return;
+  ReceiveProgress& receive = channel.receive;
+  std::uint64_t flag = std::atomic_ref(*flag_at(channel.flags, position)).load(std::memory_order_acquire);
+  if ((flag >> 32) != ((receive.delivered + 1) & 0xffffffffU)) return;
   auto length = static_cast<std::uint32_t>(flag);
-  if (length > channel.shape.slot_bytes) {
+  std::uint64_t slot = std::atomic_ref(*landing_slot_at(channel.flags, position)).load(std::memory_order_relaxed);
+  if (const char* refusal = direct_landing_refusal(channel.shape, receive, slot, length)) {
     (void)fail_channel(channel, Errc::invalid_argument,
-                       fmt::format("slot {} flag claims {} bytes in a {}-byte slot", slot, length, channel.shape.slot_bytes),
-                       "the peer's memory or tether build is broken; recreate the channel");
+                       fmt::format("the flag of message {} names slot {} and {} bytes: {}", receive.delivered, slot,
+                                   length, refusal),
+                       "the peer's memory or tether build is broken; run the same tether on every rank and recreate "
+                       "the channel");
     return;
   }
-  channel.receive.landed_bytes[slot] = length;
-  channel.receive.complete[slot] = 1;
+  receive.landing_slot[position] = static_cast<std::uint32_t>(slot);
+  receive.slot_held[slot] = 1;
+  receive.landed_bytes[position] = length;
+  receive.complete[position] = 1;
   engine_.heard_from(channel.shape.peer);
 }
 
@@ -109,6 +117,7 @@ Status ChannelRegistry::release(ChannelState& channel) noexcept {
     return refuse(channel, Errc::invalid_argument, "release() with no message held",
                   "release once per message that test() or wait() gave");
   auto slot = static_cast<std::uint32_t>(receive.released % channel.shape.slots);
+  receive.slot_held[receive.landing_slot[slot]] = 0;
   receive.complete[slot] = 0;
   receive.partitions_landed[slot] = 0;
   auto partitions = receive.partition_landed.begin() + static_cast<std::ptrdiff_t>(slot) * channel.shape.partitions;

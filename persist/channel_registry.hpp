@@ -77,6 +77,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   Status connected_or_retry(ChannelState& channel) noexcept;
   bool wait_for_writes(ChannelState& channel, std::chrono::nanoseconds timeout) noexcept;
   Status store_direct(ChannelState& channel, std::size_t bytes) noexcept;
+  void reclaim_slots(ChannelState& channel) noexcept;
   Status sent_state(ChannelState& channel) noexcept;
   [[nodiscard]] std::uint64_t credits_of(const ChannelState& channel) const noexcept;
 

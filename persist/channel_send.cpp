@@ -22,7 +22,7 @@ Status ChannelRegistry::next_buffer(ChannelState& channel, std::span<std::byte>&
   engine_.progress();
   std::lock_guard lock(engine_.progress_mutex());
   if (channel.phase == Phase::failed) return failed(channel);
-  auto index = static_cast<std::uint32_t>(channel.send.started % channel.buffer_count());
+  std::uint32_t index = channel.next_send_buffer();
   buffer = {channel.buffer_at(index), channel.shape.slot_bytes};
   return channel.send.buffer_writes[index] == 0 ? Status::done : Status::retry;
 }
@@ -53,7 +53,7 @@ Status ChannelRegistry::start_locked(ChannelState& channel, std::size_t bytes) n
   bool no_credit = send.started - credits_of(channel) >= shape.slots;  // every slot is the receiver's
   set_waiting(channel, no_credit);
   if (no_credit) return Status::retry;
-  if (send.buffer_writes[send.started % channel.buffer_count()] > 0) return Status::retry;
+  if (send.buffer_writes[channel.next_send_buffer()] > 0) return Status::retry;
   if (shape.partitions > 1) {
     send.partitions_left = shape.partitions;
     std::fill(send.partition_sent.begin(), send.partition_sent.end(), 0);
@@ -70,16 +70,31 @@ std::uint64_t ChannelRegistry::credits_of(const ChannelState& channel) const noe
   return channel.send.credited + std::atomic_ref(*channel.credit_word).load(std::memory_order_acquire);
 }
 
-// The direct path: the message is in the receiver's slot when this returns.
+// Direct path: the slots of messages the receiver released since the last call go back
+// on the free stack in release order, so the one released last is taken first.
+void ChannelRegistry::reclaim_slots(ChannelState& channel) noexcept {
+  SendProgress& send = channel.send;
+  for (std::uint64_t credits = credits_of(channel); send.slots_reclaimed < credits; ++send.slots_reclaimed)
+    send.free_slots.push_back(send.slot_of_position[send.slots_reclaimed % channel.shape.slots]);
+}
+
+// The direct path: the message is in the receiver's slot when this returns. It takes the
+// slot released last (a round robin over the slots would copy into cold memory: a 1 MiB
+// ping-pong over 2 slots took 1.3-3x as long as over 1 on a 2 MiB-L2 Xeon).
 Status ChannelRegistry::store_direct(ChannelState& channel, std::size_t bytes) noexcept {
   SendProgress& send = channel.send;
-  auto slot = static_cast<std::uint32_t>(send.started % channel.shape.slots);
-  auto buffer = static_cast<std::uint32_t>(send.started % channel.buffer_count());
-  if (bytes > 0) std::memcpy(channel.direct_slots + slot * channel.shape.slot_bytes, channel.buffer_at(buffer), bytes);
+  reclaim_slots(channel);
+  std::uint32_t slot = send.free_slots.back();  // a credit was there: started - credits < slots
+  send.free_slots.pop_back();
+  auto position = static_cast<std::uint32_t>(send.started % channel.shape.slots);
+  send.slot_of_position[position] = slot;
+  if (bytes > 0) std::memcpy(channel.direct_slots + slot * channel.shape.slot_bytes, channel.buffer_at(0), bytes);
+  std::atomic_ref(*landing_slot_at(channel.direct_flags, position)).store(slot, std::memory_order_relaxed);
   std::uint64_t flag = ((send.started + 1) & 0xffffffffU) << 32 | bytes;
-  std::atomic_ref(*flag_at(channel.direct_flags, slot)).store(flag, std::memory_order_release);
+  std::atomic_ref(*flag_at(channel.direct_flags, position)).store(flag, std::memory_order_release);
   ++send.started;
   ++stats_.data_writes;
+  ++stats_.direct_stores;
   return Status::done;
 }
 

@@ -17,7 +17,7 @@ enum class Role : std::uint8_t { send = 1, receive = 2 };
 enum class Phase : std::uint8_t { connecting, ready, failed };
 
 inline constexpr std::uint16_t kHelloMagic = 0x7e43;  // "te" + channel
-inline constexpr std::uint8_t kHelloVersion = 2;  // 2: accepts_message_bytes
+inline constexpr std::uint8_t kHelloVersion = 3;  // 2: accepts_message_bytes; 3: direct stores name their slot
 
 // The one handshake message each side sends when its channel is created. Append fields,
 // never reorder.
@@ -37,15 +37,20 @@ struct ChannelHello {
 static_assert(sizeof(ChannelHello) == 96);
 
 // Direct path (a transport that maps the peer's pool memory, shm-own): the sender copies
-// into the slot, then stores (sequence + 1) << 32 | length into the slot's flag line; the
-// receiver sees it without any completion. Credits: the receiver stores its cumulative
-// released count into the sender's credit word.
+// into a free slot of its choice (the one released last: still in cache), writes that
+// slot's index into word 1 of the flag line of the message's position (sequence % slots),
+// then stores (sequence + 1) << 32 | length into word 0; the receiver sees it without any
+// completion. Credits: the receiver stores its cumulative released count into the
+// sender's credit word.
 inline constexpr std::size_t kFlagStride = 64;
 inline constexpr std::size_t kCreditLineBytes = 64;
 // Room before each send buffer for a channel message's header (messaging::kChannelHeaderBytes).
 inline constexpr std::size_t kInlineRoom = 64;
-[[nodiscard]] inline std::uint64_t* flag_at(std::byte* flags, std::uint32_t slot) noexcept {
-  return reinterpret_cast<std::uint64_t*>(flags + static_cast<std::size_t>(slot) * kFlagStride);
+[[nodiscard]] inline std::uint64_t* flag_at(std::byte* flags, std::uint32_t position) noexcept {
+  return reinterpret_cast<std::uint64_t*>(flags + static_cast<std::size_t>(position) * kFlagStride);
+}
+[[nodiscard]] inline std::uint64_t* landing_slot_at(std::byte* flags, std::uint32_t position) noexcept {
+  return flag_at(flags, position) + 1;
 }
 
 // Notification of a channel write: bit 63 set | target channel id (19 bits) | slot (12
@@ -87,14 +92,23 @@ struct SendProgress {
   std::vector<std::uint64_t> buffer_piggyback;
   std::vector<std::uint8_t> partition_sent; // partitioned: of the started message
   std::uint32_t partitions_left = 0;
+  // Direct path: the receiver's free slots (the last one released on top), the slot each
+  // position's message took, and how many messages' slots came back to free_slots.
+  std::vector<std::uint32_t> free_slots;
+  std::vector<std::uint32_t> slot_of_position;
+  std::uint64_t slots_reclaimed = 0;
 };
 
 // What the receive side knows of its slots.
+// Positions (sequence % slots) order the messages; a message lands in the slot its
+// notification names (= its position) or, on the direct path, the one its flag line names.
 struct ReceiveProgress {
-  std::vector<std::uint32_t> landed_bytes;      // per slot, once complete
+  std::vector<std::uint32_t> landing_slot;      // per position: where its message landed
+  std::vector<std::uint8_t> slot_held;          // per slot: holds a message not yet released (direct path)
+  std::vector<std::uint32_t> landed_bytes;      // per position, once complete
   std::vector<std::uint32_t> partitions_landed; // per slot
   std::vector<std::uint8_t> partition_landed;   // per slot x partition
-  std::vector<std::uint8_t> complete;           // per slot: landed, not yet released
+  std::vector<std::uint8_t> complete;           // per position: landed, not yet released
   std::uint64_t delivered = 0;    // messages handed out by test()
   std::uint64_t released = 0;     // of those, given back
   std::uint64_t unreported = 0;   // released, credit not yet written
@@ -157,6 +171,11 @@ struct ChannelState {
   [[nodiscard]] std::uint32_t buffer_count() const noexcept {
     return memory_from_pool || role == Role::receive ? shape.slots : 1;
   }
+  // Send side: the buffer the next message is produced in. The direct path copies at
+  // start(), so one buffer serves every message (and stays in cache).
+  [[nodiscard]] std::uint32_t next_send_buffer() const noexcept {
+    return direct_slots != nullptr ? 0 : static_cast<std::uint32_t>(send.started % buffer_count());
+  }
   [[nodiscard]] std::byte* buffer_at(std::uint32_t index) const noexcept {
     return memory + buffer_prefix + static_cast<std::size_t>(index % buffer_count()) * buffer_stride;
   }
@@ -168,6 +187,9 @@ struct ChannelState {
 // Why a notification of a message landing is refused, or nullptr to accept it.
 [[nodiscard]] const char* landing_refusal(Role role, const ChannelShape& shape, const ReceiveProgress& receive,
                                           const Notification& notification) noexcept;
+// Why a direct store's flag line (the slot it names, the length) is refused, or nullptr.
+[[nodiscard]] const char* direct_landing_refusal(const ChannelShape& shape, const ReceiveProgress& receive,
+                                                 std::uint64_t slot, std::uint32_t length) noexcept;
 // Why `credits` returned to a channel are refused, or nullptr to accept them.
 [[nodiscard]] const char* credit_refusal(Role role, const SendProgress& send, std::uint32_t credits) noexcept;
 

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -173,6 +174,69 @@ void slow_receiver(Runtime& runtime) {
     CHECK(in.wait_connected().has_value(), "connect");
     receive_stream(in, 0, count, std::chrono::microseconds(200));
   }
+}
+
+// The receiver holds 1 to 8 messages at a time and checks them only once it holds them
+// all, so a sender writing into a slot not yet released (the direct path picks its slots)
+// shows as a damaged message.
+void held_slots(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 14, .slot_bytes = 512, .slots = 8};
+  std::uint64_t count = count_or(20000);
+  if (runtime.rank() == 0) {
+    SendChannel out = make_send(runtime, shape);
+    CHECK(out.wait_connected().has_value(), "connect");
+    return send_stream(out, 0, count);
+  }
+  ReceiveChannel in = make_receive(runtime, shape);
+  CHECK(in.wait_connected().has_value(), "connect");
+  std::uint64_t bad = 0;
+  for (std::uint64_t first = 0, hold = 1; first < count; first += hold, hold = hold % shape.slots + 1) {
+    std::vector<Bytes> held;
+    for (std::uint64_t i = first; i < std::min(count, first + hold); ++i) {
+      CHECK(in.wait(held.emplace_back()) == Status::done, "wait {}: {}", i, in.last_error().message());
+    }
+    for (std::uint64_t i = first; i < first + held.size(); ++i) {
+      std::size_t bytes = i % 7 == 0 ? shape.slot_bytes : (i * 37) % (shape.slot_bytes + 1);
+      if (held[i - first].size() != bytes || !matches(held[i - first], 0, i)) ++bad;
+    }
+    for (std::size_t k = 0; k < held.size(); ++k) CHECK(in.release() == Status::done, "release");
+  }
+  CHECK(bad == 0, "{} of {} messages damaged while held", bad, count);
+}
+
+// A ping-pong over 4 slots. A direct store takes the slot released last, so every message
+// lands in one slot (still in cache); notifications rotate through all four.
+void warm_slot(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  int peer = 1 - runtime.rank();
+  ChannelShape shape{.peer = peer, .tag = 15, .slot_bytes = 4096, .slots = 4};
+  std::uint64_t count = count_or(1000);
+  SendChannel out = make_send(runtime, shape);
+  ReceiveChannel in = make_receive(runtime, shape);
+  connect(out, in);
+  auto stores_before = tether::channel_stats(runtime).direct_stores;
+  std::set<const std::byte*> landed_at;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    bool my_turn = (i % 2 == 0) == (runtime.rank() == 0);
+    if (my_turn) {
+      fill(out.buffer().first(shape.slot_bytes), static_cast<std::uint64_t>(runtime.rank()), i);
+      CHECK(start_when_possible(out, shape.slot_bytes) != Status::error, "start {}", i);
+      continue;
+    }
+    Bytes message;
+    CHECK(in.wait(message) == Status::done, "wait {}: {}", i, in.last_error().message());
+    CHECK(matches(message, static_cast<std::uint64_t>(peer), i), "message {} differs from what was sent", i);
+    landed_at.insert(message.data());
+    CHECK(in.release() == Status::done, "release {}", i);
+  }
+  CHECK(out.wait() == Status::done, "wait: {}", out.last_error().message());
+  bool direct = tether::channel_stats(runtime).direct_stores - stores_before == count / 2;
+  std::size_t expected = direct ? 1 : shape.slots;
+  CHECK(landed_at.size() == expected, "messages landed in {} slots, expected {} ({})", landed_at.size(), expected,
+        direct ? "direct stores reuse the slot released last" : "notifications name their position's slot");
+  fmt::print("rank {}: {} messages landed in {} slot(s) ({})\n", runtime.rank(), count / 2, landed_at.size(),
+             direct ? "direct stores" : "writes or sends");
 }
 
 // Partitions marked ready out of order arrive out of order; the message completes whole.
@@ -511,7 +575,7 @@ int main(int argc, char** argv) {
       {"partitioned", partitioned}, {"many", many},   {"no-overhead", no_overhead},
       {"user-buffers", user_buffers}, {"self", self}, {"mismatch", mismatch},
       {"bad-input", bad_input}, {"close-in-flight", close_in_flight}, {"fan-in", fan_in},
-      {"killed", killed}, {"peer-death", peer_death}};
+      {"killed", killed}, {"peer-death", peer_death}, {"held-slots", held_slots}, {"warm-slot", warm_slot}};
   auto found = argc >= 2 ? scenarios.find(argv[1]) : scenarios.end();
   if (found == scenarios.end()) {
     std::string names;

@@ -87,7 +87,7 @@ std::vector<Case> tether_run_cases() {
 #endif
     cases.push_back({"integrity", 2, transport, many_messages});
     for (std::string scenario : {"duplex", "large", "slow-receiver", "partitioned", "no-overhead", "user-buffers", "self",
-                                 "mismatch", "bad-input", "close-in-flight"})
+                                 "mismatch", "bad-input", "close-in-flight", "held-slots", "warm-slot"})
       cases.push_back({scenario, 2, transport, ""});
     cases.push_back({"many", 3, transport, ""});
     cases.push_back({"fan-in", transport == "shm" ? 6 : 4, transport, transport == "shm" ? "" : "2000"});

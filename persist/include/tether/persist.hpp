@@ -56,6 +56,8 @@ struct ChannelStats {
   std::uint64_t send_copies = 0;         // memcpy on a send path (channels to self only)
   std::uint64_t rejected_notifications = 0;  // malformed or unexpected, dropped and logged
   std::uint64_t late_notifications = 0;      // for channels closed since, dropped
+  std::uint64_t direct_stores = 0;       // of data_writes, stores into the receiver's mapped slot
+                                         // (shm-own): no completion, no notification
 };
 [[nodiscard]] ChannelStats channel_stats(Runtime& runtime);
 
