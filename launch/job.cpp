@@ -34,14 +34,21 @@ std::string signal_name(int signal_number) {
 
 }  // namespace
 
-Job::Job(const LaunchOptions& options, PmixServer& server, const NetworkNamespaces& hosts, int signal_fd)
-    : options_(options), server_(server), hosts_(hosts), signal_fd_(signal_fd), ranks_(static_cast<std::size_t>(options.ranks)) {}
+Job::Job(const LaunchOptions& options, PmixServer& server, const NetworkNamespaces& hosts, int signal_fd,
+         std::vector<int> rank_cpus)
+    : options_(options),
+      server_(server),
+      hosts_(hosts),
+      signal_fd_(signal_fd),
+      rank_cpus_(std::move(rank_cpus)),
+      ranks_(static_cast<std::size_t>(options.ranks)) {}
 
 bool Job::start_ranks() {
   for (int rank = 0; rank < options_.ranks; ++rank) {
     auto env = server_.prepare_rank(rank);
     int netns_fd = hosts_.empty() ? -1 : hosts_.fd(server_.placement().host_of(rank));
-    auto process = env ? spawn_rank(SpawnRequest{&options_.command, std::move(*env), options_.tag_output, netns_fd})
+    int cpu = rank_cpus_.empty() ? -1 : rank_cpus_[static_cast<std::size_t>(rank)];
+    auto process = env ? spawn_rank(SpawnRequest{&options_.command, std::move(*env), options_.tag_output, netns_fd, cpu})
                        : tl::unexpected(env.error());
     if (!process) {
       record_failure(fmt::format("rank {} could not start: {}", rank, process.error().message()),

@@ -18,8 +18,10 @@ namespace tether::launch {
 
 class Job {
  public:
-  // `hosts` is empty, or holds one network namespace per host of the server's placement.
-  Job(const LaunchOptions& options, PmixServer& server, const NetworkNamespaces& hosts, int signal_fd);
+  // `hosts` is empty, or holds one network namespace per host of the server's placement;
+  // `rank_cpus` is empty, or the CPU each rank is bound to.
+  Job(const LaunchOptions& options, PmixServer& server, const NetworkNamespaces& hosts, int signal_fd,
+      std::vector<int> rank_cpus = {});
   // Starts every rank, runs until they all ended, and returns tether-run's exit code.
   int run();
 
@@ -53,6 +55,7 @@ class Job {
   PmixServer& server_;
   const NetworkNamespaces& hosts_;
   int signal_fd_;
+  std::vector<int> rank_cpus_;
   std::vector<Rank> ranks_;
   TaggedOutput output_;
   std::optional<Failure> first_failure_;

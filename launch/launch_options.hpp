@@ -14,6 +14,7 @@ struct LaunchOptions {
   std::chrono::nanoseconds timeout{0};                       // 0: none
   std::chrono::nanoseconds kill_after{std::chrono::seconds(10)};  // survivors' grace after a failure
   bool tag_output = false;
+  bool bind_to_core = false;                                 // --bind-to core: rank r on the r-th allowed CPU
   std::vector<std::string> netns;                            // --netns: one host per namespace
   bool show_help = false;
   std::vector<std::string> command;                          // program and its arguments

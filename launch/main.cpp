@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "launch/binding.hpp"
 #include "launch/job.hpp"
 #include "launch/launch_options.hpp"
 #include "launch/netns.hpp"
@@ -50,6 +51,12 @@ tether::Expected<std::optional<tether::launch::SharedInterface>> open_hosts(
 }
 
 int run_job(const tether::launch::LaunchOptions& options, int signal_fd) {
+  std::vector<int> rank_cpus;
+  if (options.bind_to_core) {
+    auto cpus = tether::launch::cpus_for_ranks(options.ranks);
+    if (!cpus) return launcher_failed(cpus.error());
+    rank_cpus = std::move(*cpus);
+  }
   tether::launch::NetworkNamespaces hosts;
   auto listen_on = open_hosts(options, hosts);
   if (!listen_on) return launcher_failed(listen_on.error());
@@ -58,7 +65,7 @@ int run_job(const tether::launch::LaunchOptions& options, int signal_fd) {
   auto placement = tether::launch::make_placement(options.ranks, options.netns);
   auto server = tether::launch::PmixServer::start(directory->path(), std::move(placement), *listen_on);
   if (!server) return launcher_failed(server.error());
-  tether::launch::Job job(options, **server, hosts, signal_fd);
+  tether::launch::Job job(options, **server, hosts, signal_fd, std::move(rank_cpus));
   return job.run();
 }
 

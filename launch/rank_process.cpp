@@ -51,16 +51,26 @@ void close_fd(int& fd) {
   fd = -1;
 }
 
-// A failed setns() goes back through the exec-status pipe as a negative errno.
+// A failed setns() goes back through the exec-status pipe as a negative errno, a failed
+// sched_setaffinity() as a negative errno less kAffinityFailed.
+constexpr int kAffinityFailed = 1 << 20;
 [[noreturn]] void report_and_exit(ChildPipes& pipes, int code) {
   ssize_t written = write(pipes.exec_status[1], &code, sizeof(code));
   (void)written;
   _exit(127);
 }
 
-[[noreturn]] void run_child(ChildPipes& pipes, char** argv, char** envp, bool capture, int netns_fd) {
+void bind_to_cpu(ChildPipes& pipes, int cpu) {
+  cpu_set_t only;
+  CPU_ZERO(&only);
+  CPU_SET(cpu, &only);
+  if (sched_setaffinity(0, sizeof only, &only) != 0) report_and_exit(pipes, -errno - kAffinityFailed);
+}
+
+[[noreturn]] void run_child(ChildPipes& pipes, char** argv, char** envp, bool capture, int netns_fd, int cpu) {
   setpgid(0, 0);
   if (netns_fd >= 0 && setns(netns_fd, CLONE_NEWNET) != 0) report_and_exit(pipes, -errno);
+  if (cpu >= 0) bind_to_cpu(pipes, cpu);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -93,6 +103,11 @@ Expected<void> wait_for_exec(ChildPipes& pipes, const std::string& program) {
   } while (got < 0 && errno == EINTR);
   close_fd(pipes.exec_status[0]);
   if (got <= 0) return {};
+  if (child_errno <= -kAffinityFailed) {
+    int error = -child_errno - kAffinityFailed;
+    return make_error(Errc::invalid_argument, fmt::format("cannot bind the rank to its CPU: sched_setaffinity: {}", strerror(error)),
+                      "run with --bind-to none", error);
+  }
   if (child_errno < 0) {
     return make_error(Errc::invalid_argument,
                       fmt::format("cannot enter the rank's network namespace: setns: {}", strerror(-child_errno)),
@@ -113,7 +128,7 @@ Expected<RankProcess> spawn_rank(const SpawnRequest& request) {
   ChildPipes pipes;
   if (auto opened = open_pipes(pipes, request.capture_output); !opened) return tl::unexpected(opened.error());
   pid_t pid = fork();
-  if (pid == 0) run_child(pipes, argv.data(), envp.data(), request.capture_output, request.netns_fd);
+  if (pid == 0) run_child(pipes, argv.data(), envp.data(), request.capture_output, request.netns_fd, request.cpu);
   int fork_errno = errno;
   close_fd(pipes.out[1]);
   close_fd(pipes.err[1]);

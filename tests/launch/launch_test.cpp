@@ -1,5 +1,9 @@
 // Jobs that should succeed: tether-run with 1, 2 and 4 ranks, the pre-exchange option,
 // tagged output, mpirun with 2 and 4 ranks, and the no-launcher error.
+#include <sched.h>
+
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "runtime/bootstrap/pmix_values.hpp"
@@ -42,6 +46,47 @@ TEST(TetherRun, TagOutputPrefixesEveryLineWithItsRank) {
     EXPECT_NE(outcome.output.find(fmt::format("[rank {}] launch-check rank {} of 3 ok", rank, rank)), std::string::npos)
         << outcome.output;
   }
+}
+
+// The CPUs this test may run on, in order (tether-run hands them out the same way).
+std::vector<int> allowed_cpus() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  return cpus;
+}
+
+TEST(TetherRun, BindToCoreGivesEachRankItsOwnCpu) {
+  std::vector<int> cpus = allowed_cpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs to bind 2 ranks; this process may use " << cpus.size();
+  ScratchDir scratch;
+  auto outcome = run({tether_run(), "-n", "2", "--bind-to", "core", "--tag-output", "--timeout", "45s", "/bin/sh", "-c",
+                      "grep '^Cpus_allowed_list:' /proc/self/status"},
+                     {scratch.env()}, kWatchdog);
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.output;
+  for (int rank = 0; rank < 2; ++rank)
+    EXPECT_NE(outcome.output.find(fmt::format("[rank {}] Cpus_allowed_list:\t{}\n", rank, cpus[rank])), std::string::npos)
+        << outcome.output;
+  auto unbound = run({tether_run(), "-n", "1", "--bind-to", "none", "/bin/sh", "-c",
+                      "grep -c '^Cpus_allowed_list:' /proc/self/status"},
+                     {scratch.env()}, kWatchdog);
+  EXPECT_EQ(unbound.exit_code, 0) << unbound.output;
+}
+
+TEST(TetherRun, BindToCoreRefusesMoreRanksThanCpus) {
+  auto ranks = std::to_string(allowed_cpus().size() + 1);
+  auto outcome = run({tether_run(), "-n", ranks, "--bind-to", "core", "/bin/true"}, {}, kWatchdog);
+  EXPECT_EQ(outcome.exit_code, 2) << outcome.output;
+  EXPECT_NE(outcome.output.find("--bind-to core gives each rank a CPU of its own, but " + ranks + " ranks"),
+            std::string::npos)
+      << outcome.output;
+  EXPECT_NE(outcome.output.find("drop --bind-to core"), std::string::npos) << outcome.output;
+  auto bad = run({tether_run(), "-n", "2", "--bind-to", "socket", "/bin/true"}, {}, kWatchdog);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--bind-to 'socket' is not core or none"), std::string::npos) << bad.output;
 }
 
 TEST(Bootstrap, BadRequestsGetClearErrorsAndTheJobStillCompletes) {
