@@ -217,6 +217,13 @@ const Error& Engine::last_error() const noexcept { return t_last_error; }
 Status Engine::start_internal(RequestKind kind, void* buffer, std::size_t bytes, int peer, int tag,
                               Request& request) noexcept {
   std::unique_lock lock(progress_mutex_, std::try_to_lock);
+  if (kind == RequestKind::send && lock.owns_lock() && commands_.empty() && send_at_start(buffer, bytes, peer, tag, request)) {
+    if (++sends_at_start_since_progress_ >= kSendsAtStartPerProgress) {
+      sends_at_start_since_progress_ = 0;
+      progress_locked();
+    }
+    return Status::posted;
+  }
   RequestSlot* slot = lock.owns_lock() ? requests_.acquire_locked(kind, request) : requests_.acquire(kind, request);
   if (slot == nullptr && !lock.owns_lock()) {  // the free slots may all sit in the lock holder's list
     lock.lock();
@@ -319,6 +326,7 @@ Status Engine::refuse_failed(const RequestSlot* slot, Errc error) noexcept {
 }
 
 Status Engine::test(Request& request, MessageInfo* info) noexcept {
+  if (request.slot == kSentAtStart) return finish_sent_at_start(request, info);
   RequestSlot* slot = requests_.find(request);
   if (slot == nullptr)
     return refuse(Errc::invalid_argument, "the request is not in flight (finished and waited already, or never started)",
@@ -331,6 +339,7 @@ Status Engine::test(Request& request, MessageInfo* info) noexcept {
 // makes between looks at the clock (base::YieldCountdown): a pass costs no lock and no
 // request lookup.
 Status Engine::wait(Request& request, MessageInfo* info) noexcept {
+  if (request.slot == kSentAtStart) return finish_sent_at_start(request, info);
   RequestSlot* slot = requests_.find(request);
   if (slot == nullptr) return test(request, info);  // names the error
   auto waiting = [&] {

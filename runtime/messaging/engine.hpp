@@ -203,6 +203,11 @@ class Engine {
   // Sending (engine_send.cpp).
   void send_to_peer(RequestSlot* slot) noexcept;
   void send_eager(RequestSlot* slot, PeerState& peer) noexcept;
+  // A small eager send the transport takes at once, started with the progress lock held
+  // and nothing queued before it: no request slot, no liveness watch, no completion; the
+  // request names kSentAtStart. false: it goes the general way (nothing was taken).
+  bool send_at_start(const void* buffer, std::size_t bytes, int peer_rank, int tag, Request& request) noexcept;
+  Status finish_sent_at_start(Request& request, MessageInfo* info) noexcept;
   Errc inject(int peer_rank, const std::byte* message, std::size_t length, RequestSlot* eager_request) noexcept;
   void withdraw(int peer_rank, const MessageHeader& header, RequestSlot* eager_request, Errc why) noexcept;
   void send_rts(RequestSlot* slot, PeerState& peer) noexcept;
@@ -291,6 +296,12 @@ class Engine {
   std::vector<void*> receive_buffers_;
   std::size_t receive_buffer_bytes_ = 0;
   static constexpr std::size_t kInlineEagerBytes = 256;
+  // A request finished when its send started; its generation holds the message's size.
+  static constexpr std::uint32_t kSentAtStart = 0xfffffffeU;
+  // Sends that finish at start skip the progress pass a start makes, but every so many make
+  // one, so a rank that only sends still takes in credits and other peers' messages.
+  static constexpr std::uint32_t kSendsAtStartPerProgress = 16;
+  std::uint32_t sends_at_start_since_progress_ = 0;
   std::size_t inline_eager_bytes_ = 0;  // eager messages this small skip the bounce buffer
   PostedReceives posted_;
   std::deque<UnexpectedMessage> unexpected_;

@@ -40,6 +40,37 @@ void Engine::send_eager(RequestSlot* slot, PeerState& peer) noexcept {
   if (outcome != Errc::ok) withdraw(slot->peer, header, slot, outcome);
 }
 
+bool Engine::send_at_start(const void* buffer, std::size_t bytes, int peer_rank, int tag, Request& request) noexcept {
+  if (peer_rank == rank_ || !backlog_.empty()) return false;
+  PeerState& peer = peers_[static_cast<std::size_t>(peer_rank)];
+  std::size_t length = sizeof(MessageHeader) + bytes;
+  if (peer.transport_peer == transport::kUnknownPeer || length > inline_eager_bytes_ || !may_send_eager(peer_rank, bytes))
+    return false;
+  alignas(64) std::byte message[kInlineEagerBytes];
+  MessageHeader header = make_header(MessageKind::eager, rank_, tag, peer.next_send_sequence, bytes);
+  spend_credit(peer_rank, header);
+  stamp_credits(peer_rank, header);
+  std::memcpy(message, &header, sizeof header);
+  if (bytes > 0) std::memcpy(message + sizeof header, buffer, bytes);
+  Status status = transport_->send(peer.transport_peer, message, length, nullptr, make_context(ContextKind::send_bounce, 0));
+  if (status == Status::retry || status == Status::error) {  // the general way meets it again, with a request
+    if ((header.flags & kUsesCredit) != 0) ++peer.send_credits;
+    peer.credits_owed += header.credits_returned;
+    peer.credits_lent += header.credits_returned;
+    return false;
+  }
+  ++peer.next_send_sequence;
+  messages_sent_.fetch_add(1, std::memory_order_relaxed);
+  request = Request{kSentAtStart, static_cast<std::uint32_t>(bytes)};
+  return true;
+}
+
+Status Engine::finish_sent_at_start(Request& request, MessageInfo* info) noexcept {
+  if (info != nullptr) *info = MessageInfo{.bytes = request.generation};
+  request = Request{};
+  return Status::done;
+}
+
 // Hands a message on the stack to the transport, which copies it at once; on back-pressure
 // it moves to a bounce buffer and waits behind nothing (the backlog was empty). An error
 // means the message never left (the transport refused it, or no pinned memory was left

@@ -103,6 +103,35 @@ void ordering(Runtime& runtime) {
   }
 }
 
+// Small sends the transport takes at once hold no request slot: rank 0 starts 40 of them
+// under TETHER_MAX_REQUESTS=8 (the test sets it) before waiting any; each finishes with its
+// size, a second wait is refused, and rank 1 receives them in order.
+void sends_at_start(Runtime& runtime) {
+  constexpr int kMessages = 40;
+  if (runtime.rank() == 0) {
+    std::vector<std::uint64_t> payloads(kMessages);
+    std::vector<Request> sends(kMessages);
+    for (int i = 0; i < kMessages; ++i) {
+      payloads[i] = 1000 + static_cast<std::uint64_t>(i);
+      CHECK(runtime.isend(&payloads[i], sizeof payloads[i], 1, 6, sends[i]) != Status::error, "send {}: {}", i,
+            runtime.last_error().message());
+    }
+    std::vector<MessageInfo> infos(kMessages);
+    CHECK(runtime.wait_all(sends, infos) == Status::done, "sends: {}", runtime.last_error().message());
+    for (int i = 0; i < kMessages; ++i) CHECK(infos[i].bytes == sizeof(std::uint64_t), "send {}: {} bytes", i, infos[i].bytes);
+    CHECK(runtime.wait(sends[0]) == Status::error, "a send waited twice was accepted");
+    CHECK(runtime.last_error().message().find("not in flight") != std::string::npos, "{}", runtime.last_error().message());
+  } else if (runtime.rank() == 1) {
+    for (int i = 0; i < kMessages; ++i) {
+      std::uint64_t value = 0;
+      Request receive;
+      CHECK(runtime.irecv(&value, sizeof value, 0, 6, receive) != Status::error, "recv {}", i);
+      wait_ok(runtime, receive, nullptr);
+      CHECK(value == 1000 + static_cast<std::uint64_t>(i), "message {} arrived as {}", i, value);
+    }
+  }
+}
+
 // Any-source and any-tag receives see every message exactly once.
 void wildcards(Runtime& runtime) {
   if (runtime.rank() == 0) {
@@ -397,7 +426,7 @@ int main(int argc, char** argv) {
   std::string_view scenario(argv[1]);
   std::map<std::string_view, std::function<void(Runtime&)>> scenarios = {
       {"sizes", [](Runtime& r) { sizes(r, false); }}, {"sizes-pool", [](Runtime& r) { sizes(r, true); }},
-      {"ordering", ordering}, {"wildcards", wildcards}, {"truncation", truncation}, {"many", many},
+      {"ordering", ordering}, {"sends-at-start", sends_at_start}, {"wildcards", wildcards}, {"truncation", truncation}, {"many", many},
       {"bad-input", bad_input}, {"peer-death", peer_death}, {"pressure", pressure},
       {"memlock-refused", memlock_refused}, {"threads", threads}};
   auto found = scenarios.find(scenario);

@@ -176,6 +176,21 @@ TEST(MessagingHybridTest, ShmOffSendsToRanksOnTheSameNodeOverTheNetwork) {
   EXPECT_EQ(outcome.output.find("shm-own"), std::string::npos) << outcome.output;
 }
 
+// Small sends finished at start hold no request slot: 40 in flight under
+// TETHER_MAX_REQUESTS=8 (tether-messaging-check sends-at-start), on both on-node and tcp.
+TEST(MessagingLimitsTest, SmallSendsFinishedAtStartHoldNoRequest) {
+  for (std::string transport : {"shm", "tcp"}) {
+    std::vector<std::string> environment = environment_for({"sends-at-start", 2, transport, "put"});
+    environment.emplace_back("TETHER_MAX_REQUESTS=8");
+    Outcome outcome = run({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", MESSAGING_CHECK_PATH, "sends-at-start"},
+                          environment, std::chrono::seconds(90));
+    EXPECT_EQ(outcome.exit_code, 0) << transport << "\n" << outcome.output;
+    for (int rank = 0; rank < 2; ++rank)
+      EXPECT_NE(outcome.output.find("rank " + std::to_string(rank) + ": sends-at-start passed"), std::string::npos)
+          << outcome.output;
+  }
+}
+
 // A flood past TETHER_EAGER_CREDITS and an exhausted pool: the sender says its credits
 // ran out and sends the rest by rendezvous, a clear out-of-memory error on the one send
 // that needed pool memory, every other message delivered intact (tether-messaging-check
