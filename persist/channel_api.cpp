@@ -49,7 +49,7 @@ Status SendChannel::test_connected() noexcept { return registry_->test_connected
 Expected<void> SendChannel::wait_connected() { return registry_->wait_connected(*state_); }
 
 std::span<std::byte> SendChannel::buffer() const noexcept {
-  return {state_->buffer_at(state_->next_send_buffer()), state_->shape.slot_bytes};
+  return registry_->next_buffer_span(*state_);
 }
 
 Status SendChannel::next_buffer(std::span<std::byte>& buffer) noexcept { return registry_->next_buffer(*state_, buffer); }

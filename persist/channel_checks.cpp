@@ -59,6 +59,13 @@ const char* direct_landing_refusal(const ChannelShape& shape, const ReceiveProgr
   return length > shape.slot_bytes ? "length beyond the slot" : nullptr;
 }
 
+const char* ordered_landing_refusal(Role role, const ChannelShape& shape, const ReceiveProgress& receive,
+                                    const Notification& notification) noexcept {
+  if (role != Role::receive) return "data for a send channel";
+  if (receive.complete[receive.arrived % shape.slots] != 0) return "more messages than slots (a sender without credit)";
+  return direct_landing_refusal(shape, receive, notification.slot, notification.value);
+}
+
 const char* credit_refusal(Role role, const SendProgress& send, std::uint32_t credits) noexcept {
   if (role != Role::send) return "a credit for a receive channel";
   if (credits == 0 || credits > send.started - send.credited) return "more credits than messages in flight";

@@ -74,6 +74,8 @@ Expected<ChannelState*> ChannelRegistry::create(Role role, const ChannelShape& s
         return tl::unexpected(peer.error());
       }
       made->transport_peer = *peer;
+      // Decided at creation: the peer's first messages may land before its hello is read.
+      made->ordered_landing = shape.partitions == 1 && engine_.transport().delivers_in_order(*peer);
     }
     if (auto landing = describe_landing(*made); !landing) {
       made->closed = true;

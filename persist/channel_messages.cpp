@@ -54,8 +54,8 @@ ChannelState* ChannelRegistry::owing_channel_to(int rank) noexcept {
 
 Status ChannelRegistry::post_message(ChannelState& channel, std::uint64_t sequence, std::size_t length,
                                      std::uint32_t value) noexcept {
-  auto slot = static_cast<std::uint32_t>(sequence % channel.shape.slots);
-  auto buffer = static_cast<std::uint32_t>(sequence % channel.buffer_count());
+  std::uint32_t slot = landing_slot_of(channel, sequence);
+  std::uint32_t buffer = channel.buffer_of(sequence);
   ChannelState* owing = owing_channel_to(channel.shape.peer);
   auto credits = owing == nullptr ? 0U : static_cast<std::uint32_t>(owing->receive.unreported);
   messaging::ChannelCarry carry{encode({channel.peer_channel_id, slot, value}),
@@ -68,6 +68,7 @@ Status ChannelRegistry::post_message(ChannelState& channel, std::uint64_t sequen
   if (status == Status::error)
     return fail_channel(channel, transport.last_error().code, transport.last_error().cause, transport.last_error().remedy);
   if (status == Status::retry) return status;
+  if (channel.ordered_landing) take_slot(channel, sequence, slot);
   if (owing != nullptr) {
     owing->receive.unreported = 0;
     ++stats_.piggybacked_credits;

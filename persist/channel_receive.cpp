@@ -11,7 +11,9 @@
 namespace tether::persist {
 
 bool ChannelRegistry::valid_landing(const ChannelState& channel, const Notification& notification) noexcept {
-  const char* refusal = landing_refusal(channel.role, channel.shape, channel.receive, notification);
+  const char* refusal = channel.ordered_landing
+                            ? ordered_landing_refusal(channel.role, channel.shape, channel.receive, notification)
+                            : landing_refusal(channel.role, channel.shape, channel.receive, notification);
   if (refusal != nullptr) reject(refusal, encode(notification));
   return refusal == nullptr;
 }
@@ -23,6 +25,7 @@ void ChannelRegistry::land(ChannelState& channel, const Notification& notificati
 void ChannelRegistry::record_landing(ChannelState& channel, const Notification& notification) noexcept {
   ReceiveProgress& receive = channel.receive;
   std::uint32_t slot = notification.slot;
+  if (channel.ordered_landing) return record_ordered_landing(channel, notification);
   receive.landing_slot[slot] = slot;  // notifications land in their position's own slot
   if (channel.shape.partitions == 1) {
     receive.landed_bytes[slot] = notification.value;
@@ -33,6 +36,16 @@ void ChannelRegistry::record_landing(ChannelState& channel, const Notification& 
   if (++receive.partitions_landed[slot] < channel.shape.partitions) return;
   receive.landed_bytes[slot] = static_cast<std::uint32_t>(channel.shape.slot_bytes);
   receive.complete[slot] = 1;
+}
+
+// In arrival order: the next position's message is in the slot the sender named.
+void ChannelRegistry::record_ordered_landing(ChannelState& channel, const Notification& notification) noexcept {
+  ReceiveProgress& receive = channel.receive;
+  auto position = static_cast<std::uint32_t>(receive.arrived++ % channel.shape.slots);
+  receive.landing_slot[position] = notification.slot;
+  receive.slot_held[notification.slot] = 1;
+  receive.landed_bytes[position] = notification.value;
+  receive.complete[position] = 1;
 }
 
 void ChannelRegistry::take_credit(ChannelState& channel, std::uint32_t credits) noexcept {

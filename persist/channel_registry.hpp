@@ -29,6 +29,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
 
   // Hot path (channel_send.cpp, channel_receive.cpp). Each takes the progress lock.
   Status next_buffer(ChannelState& channel, std::span<std::byte>& buffer) noexcept;
+  [[nodiscard]] std::span<std::byte> next_buffer_span(ChannelState& channel) noexcept;
   Status start(ChannelState& channel, std::size_t bytes) noexcept;
   Status ready(ChannelState& channel, std::uint32_t partition) noexcept;
   Status test_sent(ChannelState& channel) noexcept;
@@ -77,13 +78,16 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   Status connected_or_retry(ChannelState& channel) noexcept;
   bool wait_for_writes(ChannelState& channel, std::chrono::nanoseconds timeout) noexcept;
   Status store_direct(ChannelState& channel, std::size_t bytes) noexcept;
-  void reclaim_slots(ChannelState& channel) noexcept;
+  [[nodiscard]] std::uint32_t next_free_slot(ChannelState& channel) noexcept;
+  void take_slot(ChannelState& channel, std::uint64_t sequence, std::uint32_t slot) noexcept;
+  [[nodiscard]] std::uint32_t landing_slot_of(ChannelState& channel, std::uint64_t sequence) noexcept;
   Status sent_state(ChannelState& channel) noexcept;
   [[nodiscard]] std::uint64_t credits_of(const ChannelState& channel) const noexcept;
 
   // channel_receive.cpp
   void land(ChannelState& channel, const Notification& notification) noexcept;
   void record_landing(ChannelState& channel, const Notification& notification) noexcept;
+  void record_ordered_landing(ChannelState& channel, const Notification& notification) noexcept;
   void check_flag(ChannelState& channel, std::uint32_t slot) noexcept;
   Status take_landed(ChannelState& channel, std::span<const std::byte>& message) noexcept;
   bool valid_landing(const ChannelState& channel, const Notification& notification) noexcept;

@@ -27,6 +27,11 @@ Status ChannelRegistry::next_buffer(ChannelState& channel, std::span<std::byte>&
   return channel.send.buffer_writes[index] == 0 ? Status::done : Status::retry;
 }
 
+std::span<std::byte> ChannelRegistry::next_buffer_span(ChannelState& channel) noexcept {
+  std::lock_guard lock(engine_.progress_mutex());
+  return {channel.buffer_at(channel.next_send_buffer()), channel.shape.slot_bytes};
+}
+
 // A retry progresses before it returns, so a caller's retry loop moves credits along.
 Status ChannelRegistry::start(ChannelState& channel, std::size_t bytes) noexcept {
   if (Status connected = connected_or_retry(channel); connected != Status::done) return connected;
@@ -62,7 +67,10 @@ Status ChannelRegistry::start_locked(ChannelState& channel, std::size_t bytes) n
   }
   if (channel.direct_slots != nullptr) return store_direct(channel, bytes);
   Status status = post_data_write(channel, send.started, 0, bytes, static_cast<std::uint32_t>(bytes));
-  if (status == Status::posted || status == Status::done) ++send.started;
+  if (status == Status::posted || status == Status::done) {
+    channel.took_send_buffer();
+    ++send.started;
+  }
   return status;
 }
 
@@ -70,12 +78,27 @@ std::uint64_t ChannelRegistry::credits_of(const ChannelState& channel) const noe
   return channel.send.credited + std::atomic_ref(*channel.credit_word).load(std::memory_order_acquire);
 }
 
-// Direct path: the slots of messages the receiver released since the last call go back
-// on the free stack in release order, so the one released last is taken first.
-void ChannelRegistry::reclaim_slots(ChannelState& channel) noexcept {
+// Direct path and ordered landing: the slots of messages the receiver released since the
+// last call go back on the free stack in release order, so the one released last (still
+// in cache) is the next one taken. A credit was there, so the stack is not empty.
+std::uint32_t ChannelRegistry::next_free_slot(ChannelState& channel) noexcept {
   SendProgress& send = channel.send;
   for (std::uint64_t credits = credits_of(channel); send.slots_reclaimed < credits; ++send.slots_reclaimed)
     send.free_slots.push_back(send.slot_of_position[send.slots_reclaimed % channel.shape.slots]);
+  return send.free_slots.back();
+}
+
+// Message `sequence` went into `slot` (next_free_slot's).
+void ChannelRegistry::take_slot(ChannelState& channel, std::uint64_t sequence, std::uint32_t slot) noexcept {
+  channel.send.free_slots.pop_back();
+  channel.send.slot_of_position[sequence % channel.shape.slots] = slot;
+  ++stats_.sender_picked_slots;
+}
+
+// Where message `sequence` lands: the slot the sender picks, or its position's own.
+std::uint32_t ChannelRegistry::landing_slot_of(ChannelState& channel, std::uint64_t sequence) noexcept {
+  if (channel.ordered_landing) return next_free_slot(channel);
+  return static_cast<std::uint32_t>(sequence % channel.shape.slots);
 }
 
 // The direct path: the message is in the receiver's slot when this returns. It takes the
@@ -83,11 +106,9 @@ void ChannelRegistry::reclaim_slots(ChannelState& channel) noexcept {
 // ping-pong over 2 slots took 1.3-3x as long as over 1 on a 2 MiB-L2 Xeon).
 Status ChannelRegistry::store_direct(ChannelState& channel, std::size_t bytes) noexcept {
   SendProgress& send = channel.send;
-  reclaim_slots(channel);
-  std::uint32_t slot = send.free_slots.back();  // a credit was there: started - credits < slots
-  send.free_slots.pop_back();
+  std::uint32_t slot = next_free_slot(channel);
+  take_slot(channel, send.started, slot);
   auto position = static_cast<std::uint32_t>(send.started % channel.shape.slots);
-  send.slot_of_position[position] = slot;
   if (bytes > 0) std::memcpy(channel.direct_slots + slot * channel.shape.slot_bytes, channel.buffer_at(0), bytes);
   std::atomic_ref(*landing_slot_at(channel.direct_flags, position)).store(slot, std::memory_order_relaxed);
   std::uint64_t flag = ((send.started + 1) & 0xffffffffU) << 32 | bytes;
@@ -131,8 +152,8 @@ Status ChannelRegistry::post_data_write(ChannelState& channel, std::uint64_t seq
                                         std::size_t length, std::uint32_t value) noexcept {
   if (channel.self) return copy_to_self(channel, sequence, offset, length, value);
   if (channel.inline_max > 0 && length <= channel.inline_max && offset == 0) return post_message(channel, sequence, length, value);
-  auto slot = static_cast<std::uint32_t>(sequence % channel.shape.slots);
-  auto buffer = static_cast<std::uint32_t>(sequence % channel.buffer_count());
+  std::uint32_t slot = landing_slot_of(channel, sequence);
+  std::uint32_t buffer = channel.buffer_of(sequence);
   transport::Transport& transport = engine_.transport();
   Status status = transport.write_with_notification(
       channel.transport_peer, channel.buffer_at(buffer) + offset, length, channel.descriptor, channel.peer_landing,
@@ -141,6 +162,7 @@ Status ChannelRegistry::post_data_write(ChannelState& channel, std::uint64_t seq
   if (status == Status::error)
     return fail_channel(channel, transport.last_error().code, transport.last_error().cause, transport.last_error().remedy);
   if (status == Status::retry) return status;
+  if (channel.ordered_landing) take_slot(channel, sequence, slot);
   ++channel.send.writes_in_flight;
   ++channel.send.buffer_writes[buffer];
   ++stats_.data_writes;

@@ -95,6 +95,10 @@ struct SendProgress {
   // Direct path: the receiver's free slots (the last one released on top), the slot each
   // position's message took, and how many messages' slots came back to free_slots.
   std::vector<std::uint32_t> free_slots;
+  // Non-partitioned channels: the buffer picked for the next message (kNoBuffer: none yet)
+  // and the one the last message left from.
+  std::uint32_t picked_buffer = 0xffffffffU;
+  std::uint32_t last_buffer = 0;
   std::vector<std::uint32_t> slot_of_position;
   std::uint64_t slots_reclaimed = 0;
 };
@@ -109,6 +113,7 @@ struct ReceiveProgress {
   std::vector<std::uint32_t> partitions_landed; // per slot
   std::vector<std::uint8_t> partition_landed;   // per slot x partition
   std::vector<std::uint8_t> complete;           // per position: landed, not yet released
+  std::uint64_t arrived = 0;      // ordered landing: messages landed so far (the next one's position)
   std::uint64_t delivered = 0;    // messages handed out by test()
   std::uint64_t released = 0;     // of those, given back
   std::uint64_t unreported = 0;   // released, credit not yet written
@@ -146,6 +151,10 @@ struct ChannelState {
   // header in the prefix and the buffer) instead of RMA writes; receive side: > 0 when
   // credits travel as channel messages. 0: RMA writes (TETHER_CHANNEL_INLINE_MAX).
   std::uint32_t inline_max = 0;
+  // Non-partitioned channels over a transport that delivers in order (tcp-own): the
+  // sender picks each message's slot (the one released last) and names it in the
+  // notification; the receiver takes messages in arrival order. Both sides decide alike.
+  bool ordered_landing = false;
   bool memory_from_pool = false;
   RcacheHandle user_registration;        // user memory through the cache, or
   Registration registration;             // user memory: the transport's registration of it
@@ -171,10 +180,27 @@ struct ChannelState {
   [[nodiscard]] std::uint32_t buffer_count() const noexcept {
     return memory_from_pool || role == Role::receive ? shape.slots : 1;
   }
-  // Send side: the buffer the next message is produced in. The direct path copies at
-  // start(), so one buffer serves every message (and stays in cache).
-  [[nodiscard]] std::uint32_t next_send_buffer() const noexcept {
-    return direct_slots != nullptr ? 0 : static_cast<std::uint32_t>(send.started % buffer_count());
+  // Send side, progress lock held: the buffer the next message is produced in. The direct
+  // path copies at start(), so one buffer serves every message; partitioned channels and
+  // channels to self take their buffers in turn; others take the one the last message
+  // left from once it is free again (still in cache), else the next in turn, and keep it
+  // until start() takes it or it turns out busy (then nobody may have filled it).
+  [[nodiscard]] std::uint32_t next_send_buffer() noexcept {
+    auto in_turn = static_cast<std::uint32_t>(send.started % buffer_count());
+    if (direct_slots != nullptr) return 0;
+    if (shape.partitions > 1 || self) return in_turn;
+    if (send.picked_buffer >= buffer_count() || send.buffer_writes[send.picked_buffer] > 0)
+      send.picked_buffer = send.buffer_writes[send.last_buffer] == 0 ? send.last_buffer : in_turn;
+    return send.picked_buffer;
+  }
+  // The buffer message `sequence` leaves from (the started one, or a partitioned message's).
+  [[nodiscard]] std::uint32_t buffer_of(std::uint64_t sequence) noexcept {
+    if (shape.partitions > 1 || self) return static_cast<std::uint32_t>(sequence % buffer_count());
+    return next_send_buffer();
+  }
+  void took_send_buffer() noexcept {
+    if (send.picked_buffer < buffer_count()) send.last_buffer = send.picked_buffer;
+    send.picked_buffer = 0xffffffffU;
   }
   [[nodiscard]] std::byte* buffer_at(std::uint32_t index) const noexcept {
     return memory + buffer_prefix + static_cast<std::size_t>(index % buffer_count()) * buffer_stride;
@@ -190,6 +216,9 @@ struct ChannelState {
 // Why a direct store's flag line (the slot it names, the length) is refused, or nullptr.
 [[nodiscard]] const char* direct_landing_refusal(const ChannelShape& shape, const ReceiveProgress& receive,
                                                  std::uint64_t slot, std::uint32_t length) noexcept;
+// Why a notification of an ordered landing (the slot the sender picked) is refused, or nullptr.
+[[nodiscard]] const char* ordered_landing_refusal(Role role, const ChannelShape& shape, const ReceiveProgress& receive,
+                                                  const Notification& notification) noexcept;
 // Why `credits` returned to a channel are refused, or nullptr to accept them.
 [[nodiscard]] const char* credit_refusal(Role role, const SendProgress& send, std::uint32_t credits) noexcept;
 

@@ -222,6 +222,10 @@ class Transport {
   // notification: true on software providers (tcp;ofi_rxm, libfabric shm), whose writes
   // cost an extra acknowledgement; false where the NIC does RDMA.
   [[nodiscard]] virtual bool sends_beat_small_writes(PeerIndex) const noexcept { return false; }
+  // Whether the target sees `peer`'s messages and write notifications in the order they
+  // were posted (one stream: tcp-own). Persistent channels then let the sender pick each
+  // message's landing slot (persist/README.md).
+  [[nodiscard]] virtual bool delivers_in_order(PeerIndex) const noexcept { return false; }
   [[nodiscard]] virtual KeyStats key_stats() const noexcept;
 
  protected:

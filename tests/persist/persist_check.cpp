@@ -205,8 +205,9 @@ void held_slots(Runtime& runtime) {
   CHECK(bad == 0, "{} of {} messages damaged while held", bad, count);
 }
 
-// A ping-pong over 4 slots. A direct store takes the slot released last, so every message
-// lands in one slot (still in cache); notifications rotate through all four.
+// A ping-pong over 4 slots. A direct store, or a write or send over a transport that
+// delivers in order, takes the slot released last, so every message lands in one slot
+// (still in cache); elsewhere messages rotate through all four.
 void warm_slot(Runtime& runtime) {
   if (runtime.rank() > 1) return;
   int peer = 1 - runtime.rank();
@@ -215,7 +216,7 @@ void warm_slot(Runtime& runtime) {
   SendChannel out = make_send(runtime, shape);
   ReceiveChannel in = make_receive(runtime, shape);
   connect(out, in);
-  auto stores_before = tether::channel_stats(runtime).direct_stores;
+  auto picked_before = tether::channel_stats(runtime).sender_picked_slots;
   std::set<const std::byte*> landed_at;
   for (std::uint64_t i = 0; i < count; ++i) {
     bool my_turn = (i % 2 == 0) == (runtime.rank() == 0);
@@ -231,12 +232,12 @@ void warm_slot(Runtime& runtime) {
     CHECK(in.release() == Status::done, "release {}", i);
   }
   CHECK(out.wait() == Status::done, "wait: {}", out.last_error().message());
-  bool direct = tether::channel_stats(runtime).direct_stores - stores_before == count / 2;
-  std::size_t expected = direct ? 1 : shape.slots;
+  bool picked = tether::channel_stats(runtime).sender_picked_slots - picked_before == count / 2;
+  std::size_t expected = picked ? 1 : shape.slots;
   CHECK(landed_at.size() == expected, "messages landed in {} slots, expected {} ({})", landed_at.size(), expected,
-        direct ? "direct stores reuse the slot released last" : "notifications name their position's slot");
+        picked ? "the sender reuses the slot released last" : "each message lands in its turn's slot");
   fmt::print("rank {}: {} messages landed in {} slot(s) ({})\n", runtime.rank(), count / 2, landed_at.size(),
-             direct ? "direct stores" : "writes or sends");
+             picked ? "slots picked by the sender" : "slots in turn");
 }
 
 // Partitions marked ready out of order arrive out of order; the message completes whole.

@@ -118,6 +118,11 @@ std::string_view HybridTransport::peer_transport_name(PeerIndex peer) const noex
   return backend(routes_[peer].route).name();
 }
 
+bool HybridTransport::delivers_in_order(PeerIndex peer) const noexcept {
+  if (peer >= routes_.size()) return false;
+  return backend(routes_[peer].route).delivers_in_order(routes_[peer].backend_peer);
+}
+
 bool HybridTransport::sends_beat_small_writes(PeerIndex peer) const noexcept {
   if (peer >= routes_.size()) return false;
   return backend(routes_[peer].route).sends_beat_small_writes(routes_[peer].backend_peer);

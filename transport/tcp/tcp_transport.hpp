@@ -145,6 +145,7 @@ class TcpTransport final : public Transport {
   [[nodiscard]] std::size_t poll(std::span<Completion> out) noexcept override;
   [[nodiscard]] bool range_keys_are_cheap() const noexcept override { return true; }
   [[nodiscard]] bool sends_beat_small_writes(PeerIndex) const noexcept override { return true; }
+  [[nodiscard]] bool delivers_in_order(PeerIndex) const noexcept override { return true; }  // one connection per pair
 
  private:
   TcpTransport() = default;
