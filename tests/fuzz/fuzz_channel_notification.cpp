@@ -1,8 +1,9 @@
 // Channel notifications on any bytes: decode_notification, then the registry's checks
 // (landing_refusal, credit_refusal) against a model of one receive and one send channel
 // that applies what is accepted the way the registry does. Input: the shape, messages the
-// sender started, then 64-bit notifications. A slot is never filled twice before its
-// release, lengths stay within the slot, credits never exceed what was sent.
+// sender started, whether landings are ordered (the sender picks slots), then 64-bit
+// notifications. A slot is never filled twice before its release, lengths stay within the
+// slot, credits never exceed what was sent.
 #include <vector>
 
 #include "persist/channel_state.hpp"
@@ -14,6 +15,7 @@ using tether::ChannelShape;
 namespace {
 
 struct Model {
+  bool ordered = false;  // ordered landing: non-partitioned, slots picked by the sender
   ChannelShape shape;
   ReceiveProgress receive;
   SendProgress send;
@@ -25,7 +27,10 @@ Model model_from(tether::fuzz::InputReader& input) {
   model.shape.partitions = 1 + input.take<std::uint8_t>() % 8;
   model.shape.slot_bytes = model.shape.partitions * (1 + input.take<std::uint16_t>());
   model.send.started = input.take<std::uint16_t>();
+  model.ordered = model.shape.partitions == 1 && input.take<std::uint8_t>() % 2 == 1;
   std::size_t slots = model.shape.slots;
+  model.receive.landing_slot.assign(slots, 0);
+  model.receive.slot_held.assign(slots, 0);
   model.receive.landed_bytes.assign(slots, 0);
   model.receive.partitions_landed.assign(slots, 0);
   model.receive.partition_landed.assign(slots * model.shape.partitions, 0);
@@ -50,6 +55,28 @@ void land(Model& model, const Notification& notification) {
   if (++receive.partitions_landed[slot] == model.shape.partitions) receive.complete[slot] = 1;
 }
 
+// In arrival order, as record_ordered_landing does: a free slot, a free position.
+void land_ordered(Model& model, const Notification& notification) {
+  ReceiveProgress& receive = model.receive;
+  auto position = static_cast<std::uint32_t>(receive.arrived % model.shape.slots);
+  FUZZ_ASSERT(notification.slot < model.shape.slots && receive.slot_held[notification.slot] == 0);
+  FUZZ_ASSERT(receive.complete[position] == 0 && notification.value <= model.shape.slot_bytes);
+  ++receive.arrived;
+  receive.landing_slot[position] = notification.slot;
+  receive.slot_held[notification.slot] = 1;
+  receive.complete[position] = 1;
+}
+
+// Ordered landing: the top byte's low bit releases the oldest message, as release() does.
+void release_oldest(Model& model, std::uint64_t bits) {
+  ReceiveProgress& receive = model.receive;
+  auto position = static_cast<std::uint32_t>(receive.released % model.shape.slots);
+  if ((bits >> 56 & 1) == 0 || receive.complete[position] == 0) return;
+  receive.complete[position] = 0;
+  receive.slot_held[receive.landing_slot[position]] = 0;
+  ++receive.released;
+}
+
 // Releases the slot whose bit the notification's top byte names, as test()/release() do.
 void release_some(Model& model, std::uint64_t bits) {
   std::uint32_t slot = static_cast<std::uint32_t>(bits >> 56) % model.shape.slots;
@@ -69,6 +96,12 @@ void apply(Model& model, std::uint64_t bits) {
     if (credit_refusal(Role::send, model.send, notification.value) == nullptr) model.send.credited += notification.value;
     FUZZ_ASSERT(model.send.credited <= model.send.started);
     return;
+  }
+  if (model.ordered) {
+    FUZZ_ASSERT(ordered_landing_refusal(Role::send, model.shape, model.receive, notification) != nullptr);
+    if (ordered_landing_refusal(Role::receive, model.shape, model.receive, notification) == nullptr)
+      land_ordered(model, notification);
+    return release_oldest(model, bits);
   }
   FUZZ_ASSERT(landing_refusal(Role::send, model.shape, model.receive, notification) != nullptr);
   if (landing_refusal(Role::receive, model.shape, model.receive, notification) == nullptr) land(model, notification);

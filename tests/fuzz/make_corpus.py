@@ -72,8 +72,10 @@ def notification(channel, slot, value):
 
 
 def notification_seeds():
-    # slots - 1, partitions - 1, slot_bytes / partitions - 1, messages started.
-    single = struct.pack("<BBHH", 3, 0, 255, 8)
+    # slots - 1, partitions - 1, slot_bytes / partitions - 1, messages started, and for
+    # non-partitioned channels whether landings are ordered (odd: the sender picks slots).
+    single = struct.pack("<BBHHB", 3, 0, 255, 8, 0)
+    ordered = struct.pack("<BBHHB", 3, 0, 255, 8, 1)
     partitioned = struct.pack("<BBHH", 3, 3, 63, 8)
     credits = notification(2, 0xFFF, 2) + notification(2, 0xFFF, 100)
     return {
@@ -81,6 +83,8 @@ def notification_seeds():
         "partitions": partitioned + b"".join(notification(1, 0, p) for p in (0, 1, 1, 2, 3, 4)),
         "credits": single + credits,
         "too-long": single + notification(1, 0, 257),
+        "ordered-landings": ordered + notification(1, 2, 100) + notification(1, 2, 50) + notification(1, 0, 1)
+        + notification(1, 4, 1),
     }
 
 
