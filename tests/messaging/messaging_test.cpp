@@ -92,6 +92,13 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 // own TCP transport; "ofitcp": libfabric's tcp;ofi_rxm; "tcpsend": ofitcp with write
 // notifications sent as messages (TETHER_OFI_NOTIFY=send); "hybrid": ranks named as two
 // per node (as-nodes.sh), shm-own within a node, tcp-own between.
+// Every rank of `ranks` printed "rank R: SCENARIO passed".
+void expect_ranks_passed(const Outcome& outcome, int ranks, const std::string& scenario) {
+  for (int rank = 0; rank < ranks; ++rank)
+    EXPECT_NE(outcome.output.find("rank " + std::to_string(rank) + ": " + scenario + " passed"), std::string::npos)
+        << outcome.output;
+}
+
 std::vector<std::string> environment_for(const Case& test_case) {
   bool libfabric_tcp = test_case.transport == "ofitcp" || test_case.transport == "tcpsend";
   bool network = test_case.transport == "tcp" || libfabric_tcp;
@@ -185,9 +192,7 @@ TEST(MessagingLimitsTest, SmallSendsFinishedAtStartHoldNoRequest) {
     Outcome outcome = run({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", MESSAGING_CHECK_PATH, "sends-at-start"},
                           environment, std::chrono::seconds(90));
     EXPECT_EQ(outcome.exit_code, 0) << transport << "\n" << outcome.output;
-    for (int rank = 0; rank < 2; ++rank)
-      EXPECT_NE(outcome.output.find("rank " + std::to_string(rank) + ": sends-at-start passed"), std::string::npos)
-          << outcome.output;
+    expect_ranks_passed(outcome, 2, "sends-at-start");
   }
 }
 
@@ -204,9 +209,7 @@ TEST(MessagingPressureTest, FloodAndExhaustedPoolGiveClearErrorsAndEveryMessageA
     Outcome outcome = run({TETHER_RUN_PATH, "-n", "3", "--timeout", "60s", MESSAGING_CHECK_PATH, "pressure"},
                           environment, std::chrono::seconds(90));
     EXPECT_EQ(outcome.exit_code, 0) << transport << "\n" << outcome.output;
-    for (int rank = 0; rank < 3; ++rank)
-      EXPECT_NE(outcome.output.find("rank " + std::to_string(rank) + ": pressure passed"), std::string::npos)
-          << outcome.output;
+    expect_ranks_passed(outcome, 3, "pressure");
     EXPECT_NE(outcome.output.find("rank 2 has used its 16 eager credits at rank 0 (TETHER_EAGER_CREDITS)"),
               std::string::npos)
         << outcome.output;
@@ -225,9 +228,7 @@ TEST(MessagingThreadsTest, FourThreadsPerRankExchangeAtOnce) {
     Outcome outcome = run({TETHER_RUN_PATH, "-n", "2", "--timeout", "120s", MESSAGING_CHECK_PATH, "threads"},
                           environment, std::chrono::seconds(150));
     EXPECT_EQ(outcome.exit_code, 0) << "progress thread " << progress_thread << "\n" << outcome.output;
-    for (int rank = 0; rank < 2; ++rank)
-      EXPECT_NE(outcome.output.find("rank " + std::to_string(rank) + ": threads passed"), std::string::npos)
-          << outcome.output;
+    expect_ranks_passed(outcome, 2, "threads");
   }
 }
 
@@ -242,9 +243,7 @@ TEST(MessagingPressureTest, MemlockLimitRefusesTheMessageAndTheRankKeepsServing)
     Outcome outcome = run({TETHER_RUN_PATH, "-n", "3", "--timeout", "60s", "/bin/sh", "-c", script},
                           environment_for({"memlock-refused", 3, transport, "put"}), std::chrono::seconds(90));
     EXPECT_EQ(outcome.exit_code, 0) << transport << "\n" << outcome.output;
-    for (int rank = 0; rank < 3; ++rank)
-      EXPECT_NE(outcome.output.find("rank " + std::to_string(rank) + ": memlock-refused passed"), std::string::npos)
-          << outcome.output;
+    expect_ranks_passed(outcome, 3, "memlock-refused");
     EXPECT_NE(outcome.output.find("rendezvous from rank 1 cannot land: memlock limit"), std::string::npos)
         << outcome.output;
     EXPECT_NE(outcome.output.find("raise ulimit -l"), std::string::npos) << outcome.output;
