@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "launch/rank_process.hpp"
+#include "runtime/base/config.hpp"
 #include "runtime/base/log.hpp"
 
 namespace tether::launch {
@@ -48,6 +49,8 @@ bool Job::start_ranks() {
     auto env = server_.prepare_rank(rank);
     int netns_fd = hosts_.empty() ? -1 : hosts_.fd(server_.placement().host_of(rank));
     int cpu = rank_cpus_.empty() ? -1 : rank_cpus_[static_cast<std::size_t>(rank)];
+    // A rank alone on its CPU need not yield on every poll (the user's TETHER_YIELD wins).
+    if (env && cpu >= 0 && !config::Config::global().is_set("TETHER_YIELD")) env->push_back("TETHER_YIELD=off");
     auto process = env ? spawn_rank(SpawnRequest{&options_.command, std::move(*env), options_.tag_output, netns_fd, cpu})
                        : tl::unexpected(env.error());
     if (!process) {

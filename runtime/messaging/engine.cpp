@@ -2,7 +2,6 @@
 #include "runtime/messaging/engine.hpp"
 
 #include <sched.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -187,14 +186,13 @@ void Engine::adopt_limits(int peer_rank, std::span<const std::byte> bytes) {
 }
 
 // Oversubscribed (more ranks on this node than CPUs a rank may use): waiting loops yield
-// on every poll, so the rank a waiter waits for gets the core. A rank bound to one CPU
-// (tether-run --bind-to core, mpirun, srun --cpu-bind) has it to itself unless the node
-// has fewer CPUs than ranks.
+// on every poll, so the rank a waiter waits for gets the core. A rank cannot tell whether
+// a one-CPU mask is its own (mpirun's binding) or shared (taskset, a one-CPU container):
+// it assumes shared; launchers that bind exclusively say TETHER_YIELD=off.
 void Engine::choose_yield() {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   int usable = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  if (usable == 1) usable = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
   auto local_ranks = static_cast<int>(bootstrap_->identity().local_peers.size());
   bool every_poll = options_.yield == "on" || (options_.yield == "auto" && local_ranks > usable);
   base::g_polls_per_yield.store(every_poll ? 1 : 64, std::memory_order_relaxed);

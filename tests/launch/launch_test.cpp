@@ -63,13 +63,19 @@ TEST(TetherRun, BindToCoreGivesEachRankItsOwnCpu) {
   std::vector<int> cpus = allowed_cpus();
   if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs to bind 2 ranks; this process may use " << cpus.size();
   ScratchDir scratch;
+  std::string report = "grep '^Cpus_allowed_list:' /proc/self/status; echo \"yield=$TETHER_YIELD\"";
   auto outcome = run({tether_run(), "-n", "2", "--bind-to", "core", "--tag-output", "--timeout", "45s", "/bin/sh", "-c",
-                      "grep '^Cpus_allowed_list:' /proc/self/status"},
+                      report},
                      {scratch.env()}, kWatchdog);
   ASSERT_EQ(outcome.exit_code, 0) << outcome.output;
-  for (int rank = 0; rank < 2; ++rank)
+  for (int rank = 0; rank < 2; ++rank) {
     EXPECT_NE(outcome.output.find(fmt::format("[rank {}] Cpus_allowed_list:\t{}\n", rank, cpus[rank])), std::string::npos)
         << outcome.output;
+    EXPECT_NE(outcome.output.find(fmt::format("[rank {}] yield=off", rank)), std::string::npos) << outcome.output;
+  }
+  auto chosen = run({tether_run(), "-n", "1", "--bind-to", "core", "/bin/sh", "-c", report},
+                    {scratch.env(), "TETHER_YIELD=on"}, kWatchdog);
+  EXPECT_NE(chosen.output.find("yield=on"), std::string::npos) << "the user's TETHER_YIELD must win\n" << chosen.output;
   auto unbound = run({tether_run(), "-n", "1", "--bind-to", "none", "/bin/sh", "-c",
                       "grep -c '^Cpus_allowed_list:' /proc/self/status"},
                      {scratch.env()}, kWatchdog);

@@ -58,8 +58,9 @@ struct ChannelStats {
   std::uint64_t late_notifications = 0;      // for channels closed since, dropped
   std::uint64_t direct_stores = 0;       // of data_writes, stores into the receiver's mapped slot
                                          // (shm-own): no completion, no notification
-  std::uint64_t sender_picked_slots = 0; // messages that landed in the slot released last (direct
-                                         // stores; writes and sends over tcp-own), not their turn's
+  std::uint64_t sender_picked_slots = 0; // messages whose landing slot the sender picked from the
+                                         // free ones, released last first (direct stores; writes
+                                         // and sends over tcp-own), not by turn
 };
 [[nodiscard]] ChannelStats channel_stats(Runtime& runtime);
 
