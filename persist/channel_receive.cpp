@@ -99,7 +99,9 @@ void ChannelRegistry::check_flag(ChannelState& channel, std::uint32_t position) 
   std::uint64_t flag = std::atomic_ref(*flag_at(channel.flags, position)).load(std::memory_order_acquire);
   if ((flag >> 32) != ((receive.delivered + 1) & 0xffffffffU)) return;
   auto length = static_cast<std::uint32_t>(flag);
-  std::uint64_t slot = std::atomic_ref(*landing_slot_at(channel.flags, position)).load(std::memory_order_relaxed);
+  std::uint64_t slot_word = std::atomic_ref(*landing_slot_at(channel.flags, position)).load(std::memory_order_relaxed);
+  if ((slot_word & kSlotWritten) == 0) return;  // no direct store: an all-zero line at a sequence wrap
+  std::uint64_t slot = slot_word & ~kSlotWritten;
   if (const char* refusal = direct_landing_refusal(channel.shape, receive, slot, length)) {
     (void)fail_channel(channel, Errc::invalid_argument,
                        fmt::format("the flag of message {} names slot {} and {} bytes: {}", receive.delivered, slot,

@@ -110,7 +110,7 @@ Status ChannelRegistry::store_direct(ChannelState& channel, std::size_t bytes) n
   take_slot(channel, send.started, slot);
   auto position = static_cast<std::uint32_t>(send.started % channel.shape.slots);
   if (bytes > 0) std::memcpy(channel.direct_slots + slot * channel.shape.slot_bytes, channel.buffer_at(0), bytes);
-  std::atomic_ref(*landing_slot_at(channel.direct_flags, position)).store(slot, std::memory_order_relaxed);
+  std::atomic_ref(*landing_slot_at(channel.direct_flags, position)).store(kSlotWritten | slot, std::memory_order_relaxed);
   std::uint64_t flag = ((send.started + 1) & 0xffffffffU) << 32 | bytes;
   std::atomic_ref(*flag_at(channel.direct_flags, position)).store(flag, std::memory_order_release);
   ++send.started;

@@ -52,6 +52,9 @@ inline constexpr std::size_t kInlineRoom = 64;
 [[nodiscard]] inline std::uint64_t* landing_slot_at(std::byte* flags, std::uint32_t position) noexcept {
   return flag_at(flags, position) + 1;
 }
+// Word 1 holds kSlotWritten | slot: a flag line no direct store wrote (all zero) never
+// passes for one, even when the 32-bit sequence in word 0 wraps to 0.
+inline constexpr std::uint64_t kSlotWritten = std::uint64_t{1} << 32;
 
 // Notification of a channel write: bit 63 set | target channel id (19 bits) | slot (12
 // bits) | value (32 bits). Slot kCreditSlot: `value` credits for a send channel;
