@@ -208,6 +208,9 @@ class Engine {
   // request names kSentAtStart. false: it goes the general way (nothing was taken).
   bool send_at_start(const void* buffer, std::size_t bytes, int peer_rank, int tag, Request& request) noexcept;
   Status finish_sent_at_start(Request& request, MessageInfo* info) noexcept;
+  MessageHeader write_eager(int peer_rank, int tag, std::uint32_t sequence, const void* buffer, std::size_t bytes,
+                            std::byte* out) noexcept;
+  void give_back_credits(int peer_rank, const MessageHeader& header) noexcept;
   Errc inject(int peer_rank, const std::byte* message, std::size_t length, RequestSlot* eager_request) noexcept;
   void withdraw(int peer_rank, const MessageHeader& header, RequestSlot* eager_request, Errc why) noexcept;
   void send_rts(RequestSlot* slot, PeerState& peer) noexcept;

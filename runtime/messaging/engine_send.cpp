@@ -29,12 +29,8 @@ void Engine::send_eager(RequestSlot* slot, PeerState& peer) noexcept {
   bool send_inline = length <= inline_eager_bytes_ && backlog_.empty();
   auto* message = send_inline ? inline_bytes : static_cast<std::byte*>(pinned_alloc(length, 64));
   if (message == nullptr) return complete(slot, Errc::out_of_memory);
-  MessageHeader header = make_header(MessageKind::eager, rank_, slot->tag, peer.next_send_sequence++,
-                                     slot->buffer_bytes);
-  spend_credit(slot->peer, header);
-  stamp_credits(slot->peer, header);
-  std::memcpy(message, &header, sizeof header);
-  if (slot->buffer_bytes > 0) std::memcpy(message + sizeof header, slot->send_buffer, slot->buffer_bytes);
+  MessageHeader header = write_eager(slot->peer, slot->tag, peer.next_send_sequence++, slot->send_buffer,
+                                     slot->buffer_bytes, message);
   if (!send_inline) return post_bounce(slot->peer, message, length, slot);  // completes the request once posted
   Errc outcome = inject(slot->peer, message, length, slot);
   if (outcome != Errc::ok) withdraw(slot->peer, header, slot, outcome);
@@ -47,16 +43,10 @@ bool Engine::send_at_start(const void* buffer, std::size_t bytes, int peer_rank,
   if (peer.transport_peer == transport::kUnknownPeer || length > inline_eager_bytes_ || !may_send_eager(peer_rank, bytes))
     return false;
   alignas(64) std::byte message[kInlineEagerBytes];
-  MessageHeader header = make_header(MessageKind::eager, rank_, tag, peer.next_send_sequence, bytes);
-  spend_credit(peer_rank, header);
-  stamp_credits(peer_rank, header);
-  std::memcpy(message, &header, sizeof header);
-  if (bytes > 0) std::memcpy(message + sizeof header, buffer, bytes);
+  MessageHeader header = write_eager(peer_rank, tag, peer.next_send_sequence, buffer, bytes, message);
   Status status = transport_->send(peer.transport_peer, message, length, nullptr, make_context(ContextKind::send_bounce, 0));
   if (status == Status::retry || status == Status::error) {  // the general way meets it again, with a request
-    if ((header.flags & kUsesCredit) != 0) ++peer.send_credits;
-    peer.credits_owed += header.credits_returned;
-    peer.credits_lent += header.credits_returned;
+    give_back_credits(peer_rank, header);
     return false;
   }
   ++peer.next_send_sequence;
@@ -97,12 +87,28 @@ Errc Engine::inject(int peer_rank, const std::byte* message, std::size_t length,
 // Undoes what send_eager took for a message that never left: its sequence number (a gap
 // would hold back every later message of the pair) and the credits it spent and carried.
 void Engine::withdraw(int peer_rank, const MessageHeader& header, RequestSlot* eager_request, Errc why) noexcept {
+  --peers_[static_cast<std::size_t>(peer_rank)].next_send_sequence;
+  give_back_credits(peer_rank, header);
+  complete(eager_request, why);
+}
+
+// The credit a message that never left spent, and those it carried, are the peer's again.
+void Engine::give_back_credits(int peer_rank, const MessageHeader& header) noexcept {
   PeerState& peer = peers_[static_cast<std::size_t>(peer_rank)];
-  --peer.next_send_sequence;
   if ((header.flags & kUsesCredit) != 0) ++peer.send_credits;
   peer.credits_owed += header.credits_returned;
   peer.credits_lent += header.credits_returned;
-  complete(eager_request, why);
+}
+
+// An eager message (header, then payload) into `out`: spends a credit, carries those owed.
+MessageHeader Engine::write_eager(int peer_rank, int tag, std::uint32_t sequence, const void* buffer, std::size_t bytes,
+                                  std::byte* out) noexcept {
+  MessageHeader header = make_header(MessageKind::eager, rank_, tag, sequence, bytes);
+  spend_credit(peer_rank, header);
+  stamp_credits(peer_rank, header);
+  std::memcpy(out, &header, sizeof header);
+  if (bytes > 0) std::memcpy(out + sizeof header, buffer, bytes);
+  return header;
 }
 
 void Engine::send_rts(RequestSlot* slot, PeerState& peer) noexcept {
