@@ -9,6 +9,10 @@ namespace tether::persist {
 
 const char* side(Role role) noexcept { return role == Role::send ? "sender" : "receiver"; }
 
+const char* order_text(LandingOrder order) noexcept {
+  return order == LandingOrder::by_arrival ? "in arrival order" : "by position";
+}
+
 std::string shape_text(std::uint64_t slot_bytes, std::uint32_t slots, std::uint32_t partitions) {
   return fmt::format("slot_bytes {}, slots {}, partitions {}", slot_bytes, slots, partitions);
 }
@@ -22,7 +26,8 @@ bool well_formed(const ChannelHello& in, Role expected, int tag) noexcept {
 
 }  // namespace
 
-Expected<void> check_hello(const ChannelHello& in, Role own_role, const ChannelShape& shape) {
+Expected<void> check_hello(const ChannelHello& in, Role own_role, const ChannelShape& shape,
+                           LandingOrder own_order) {
   Role expected = own_role == Role::send ? Role::receive : Role::send;
   if (!well_formed(in, expected, shape.tag))
     return make_error(Errc::invalid_argument, "the peer's hello is malformed (magic, version, role, tag or id)",
@@ -38,6 +43,11 @@ Expected<void> check_hello(const ChannelHello& in, Role own_role, const ChannelS
     return make_error(Errc::invalid_argument,
                       fmt::format("the peer offers {} bytes to write where {} are needed", in.landing.length, needed),
                       "run the same tether version on every rank");
+  if (in.landing_order != own_order)
+    return make_error(Errc::invalid_argument,
+                      fmt::format("this {} lands messages {}; the {} on rank {} lands them {}", side(own_role),
+                                  order_text(own_order), side(expected), shape.peer, order_text(in.landing_order)),
+                      "run the same tether version with the same TETHER_TRANSPORT and TETHER_SHM on every rank");
   return {};
 }
 

@@ -173,6 +173,7 @@ Expected<void> ChannelRegistry::describe_landing(ChannelState& channel) {
   hello.slot_bytes = channel.shape.slot_bytes;
   hello.partitions = channel.shape.partitions;
   hello.accepts_message_bytes = channel.self ? 0 : inline_max_;
+  hello.landing_order = channel.landing_order();
   if (channel.self) {
     hello.landing = {reinterpret_cast<std::uint64_t>(target), 0, 0, bytes};
     return {};
@@ -265,7 +266,7 @@ void ChannelRegistry::map_direct(ChannelState& channel) noexcept {
 }
 
 Expected<void> ChannelRegistry::accept_hello(ChannelState& channel) const {
-  return check_hello(channel.hello_in, channel.role, channel.shape);
+  return check_hello(channel.hello_in, channel.role, channel.shape, channel.landing_order());
 }
 
 Expected<void> ChannelRegistry::wait_connected(ChannelState& channel) {

@@ -15,9 +15,14 @@ namespace tether::persist {
 
 enum class Role : std::uint8_t { send = 1, receive = 2 };
 enum class Phase : std::uint8_t { connecting, ready, failed };
+// How a receiver finds a message's slot: by its position (sequence % slots, or the slot a
+// direct store names) or in arrival order with the slot the sender named (a transport that
+// delivers in order).
+enum class LandingOrder : std::uint8_t { by_position = 0, by_arrival = 1 };
 
 inline constexpr std::uint16_t kHelloMagic = 0x7e43;  // "te" + channel
-inline constexpr std::uint8_t kHelloVersion = 3;  // 2: accepts_message_bytes; 3: direct stores name their slot
+// 2: accepts_message_bytes; 3: direct stores name their slot; 4: landing_order
+inline constexpr std::uint8_t kHelloVersion = 4;
 
 // The one handshake message each side sends when its channel is created. Append fields,
 // never reorder.
@@ -33,8 +38,10 @@ struct ChannelHello {
   std::uint32_t accepts_message_bytes = 0;  // largest channel message payload this side takes (0: RMA only)
   transport::RemoteBuffer landing{};  // receive side: its slots; send side: its credit word
   transport::RemoteBuffer flags{};    // receive side: one flag line per slot (direct writes)
+  LandingOrder landing_order = LandingOrder::by_position;  // both sides must agree
+  std::uint8_t reserved[7] = {};
 };
-static_assert(sizeof(ChannelHello) == 96);
+static_assert(sizeof(ChannelHello) == 104);
 
 // Direct path (a transport that maps the peer's pool memory, shm-own): the sender copies
 // into a free slot of its choice (the one released last: still in cache), writes that
@@ -156,8 +163,12 @@ struct ChannelState {
   std::uint32_t inline_max = 0;
   // Non-partitioned channels over a transport that delivers in order (tcp-own): the
   // sender picks each message's slot (the one released last) and names it in the
-  // notification; the receiver takes messages in arrival order. Both sides decide alike.
+  // notification; the receiver takes messages in arrival order. Both sides decide alike
+  // and their hellos must agree.
   bool ordered_landing = false;
+  [[nodiscard]] LandingOrder landing_order() const noexcept {
+    return ordered_landing ? LandingOrder::by_arrival : LandingOrder::by_position;
+  }
   bool memory_from_pool = false;
   RcacheHandle user_registration;        // user memory through the cache, or
   Registration registration;             // user memory: the transport's registration of it
@@ -211,8 +222,10 @@ struct ChannelState {
 };
 
 // Checks of what a peer sends, as pure functions (channel_checks.cpp; fuzzed by
-// tests/fuzz). The hello a channel of `own_role` and `shape` received from its peer:
-[[nodiscard]] Expected<void> check_hello(const ChannelHello& in, Role own_role, const ChannelShape& shape);
+// tests/fuzz). The hello a channel of `own_role`, `shape` and `own_order` received from
+// its peer:
+[[nodiscard]] Expected<void> check_hello(const ChannelHello& in, Role own_role, const ChannelShape& shape,
+                                         LandingOrder own_order);
 // Why a notification of a message landing is refused, or nullptr to accept it.
 [[nodiscard]] const char* landing_refusal(Role role, const ChannelShape& shape, const ReceiveProgress& receive,
                                           const Notification& notification) noexcept;

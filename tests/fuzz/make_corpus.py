@@ -8,7 +8,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WIRE_MAGIC, WIRE_VERSION = 0x7E7A, 2
-HELLO_MAGIC, HELLO_VERSION = 0x7E43, 3
+HELLO_MAGIC, HELLO_VERSION = 0x7E43, 4
 HYBRID_MAGIC = 0x54485942
 EAGER, RTS, CTS, FIN, CREDIT, CHANNEL = 1, 2, 3, 4, 7, 8
 CHANNEL_BIT = 1 << 63
@@ -49,21 +49,30 @@ def wire_seeds():
     }
 
 
-def hello(role, tag=7, slots=4, slot_bytes=4096, partitions=1, landing_length=16384, channel_id=3):
+BY_POSITION, BY_ARRIVAL = 0, 1
+
+
+def hello(role, tag=7, slots=4, slot_bytes=4096, partitions=1, landing_length=16384, channel_id=3,
+          landing_order=BY_POSITION):
     return (struct.pack("<HBBIiIQII", HELLO_MAGIC, HELLO_VERSION, role, channel_id, tag, slots, slot_bytes,
-                        partitions, 8192) + remote(length=landing_length) + remote(length=slots * 64))
+                        partitions, 8192) + remote(length=landing_length) + remote(length=slots * 64) +
+            bytes([landing_order]) + bytes(7))
 
 
 def hello_seeds():
-    # This side: role byte (0 send, 1 receive), tag, slots - 1, slot_bytes, partitions - 1.
-    send_side = bytes([0]) + struct.pack("<iHIB", 7, 3, 4096, 0)
-    receive_side = bytes([1]) + struct.pack("<iHIB", 7, 3, 4096, 0)
+    # This side: role byte (0 send, 1 receive), tag, slots - 1, slot_bytes, partitions - 1,
+    # landing order (0 by position, 1 by arrival).
+    send_side = bytes([0]) + struct.pack("<iHIBB", 7, 3, 4096, 0, BY_POSITION)
+    receive_side = bytes([1]) + struct.pack("<iHIBB", 7, 3, 4096, 0, BY_POSITION)
+    ordered_send_side = bytes([0]) + struct.pack("<iHIBB", 7, 3, 4096, 0, BY_ARRIVAL)
     return {
         "sender-gets-receiver-hello": send_side + hello(2),
         "receiver-gets-sender-hello": receive_side + hello(1, landing_length=8),
         "shape-mismatch": send_side + hello(2, slots=8),
         "landing-too-small": send_side + hello(2, landing_length=100),
         "short": send_side + hello(2)[:40],
+        "ordered-sender-gets-ordered-hello": ordered_send_side + hello(2, landing_order=BY_ARRIVAL),
+        "landing-order-mismatch": ordered_send_side + hello(2),
     }
 
 

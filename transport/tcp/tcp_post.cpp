@@ -127,8 +127,22 @@ Status TcpTransport::queue_frame(Connection& connection, const FrameHeader& head
     return fail(Errc::out_of_memory, "no memory to queue the rest of a frame", "free memory");
   }
   Status status = keep_unsent(connection.output.back(), keep);
+  if (status == Status::retry) return drop_uncopied(connection, sent);
   if (!idle) (void)flush(connection);  // after keep_unsent: the frame may leave (and be popped) now
   return status;
+}
+
+// A frame whose payload could not be copied must not keep the caller's buffer (the caller
+// reuses it at once): unqueued when none of it left (the caller retries), else the
+// connection is closed (half a frame is on the wire).
+Status TcpTransport::drop_uncopied(Connection& connection, std::size_t sent) noexcept {
+  if (sent == 0) {
+    connection.output_bytes -= frame_bytes(connection.output.back());
+    connection.output.pop_back();
+    return Status::retry;
+  }
+  close_connection(connection, "no memory to copy the rest of a frame");
+  return fail(Errc::out_of_memory, "no memory to copy the rest of a frame", "free memory");
 }
 
 // What the caller's payload becomes once its frame waits in the queue.
@@ -141,8 +155,7 @@ Status TcpTransport::keep_unsent(OutgoingFrame& frame, Keep keep) noexcept {
     try {
       frame.owned.assign(frame.payload, frame.payload + frame.header.length);
     } catch (const std::bad_alloc&) {
-      frame.completes_send = true;  // keep the caller's buffer instead
-      return Status::posted;
+      return Status::retry;  // the caller's buffer cannot be kept: see drop_uncopied
     }
     frame.payload = frame.owned.data();
   }

@@ -178,6 +178,7 @@ class TcpTransport final : public Transport {
   Status queue_frame(Connection& connection, const FrameHeader& header, const void* payload, Keep keep,
                      std::uint64_t context) noexcept;
   static Status keep_unsent(OutgoingFrame& frame, Keep keep) noexcept;
+  Status drop_uncopied(Connection& connection, std::size_t sent) noexcept;
   bool enqueue(Connection& connection, const FrameHeader& header, const void* payload, std::uint64_t context,
                std::size_t sent = 0) noexcept;
   std::size_t send_now(Connection& connection, const FrameHeader& header, const void* payload) noexcept;

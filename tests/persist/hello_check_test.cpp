@@ -1,0 +1,72 @@
+// persist::check_hello, the pure check of the peer's handshake: a hello that agrees is
+// accepted; one that disagrees on shape or landing order is refused naming both sides.
+#include <gtest/gtest.h>
+
+#include "persist/channel_state.hpp"
+
+namespace tether::persist {
+namespace {
+
+ChannelShape four_slots_of_4k() {
+  ChannelShape shape;
+  shape.peer = 1;
+  shape.tag = 7;
+  shape.slots = 4;
+  shape.slot_bytes = 4096;
+  return shape;
+}
+
+ChannelHello receiver_hello(const ChannelShape& shape, LandingOrder order) {
+  ChannelHello hello;
+  hello.role = Role::receive;
+  hello.channel_id = 3;
+  hello.tag = shape.tag;
+  hello.slots = shape.slots;
+  hello.slot_bytes = shape.slot_bytes;
+  hello.partitions = shape.partitions;
+  hello.landing.length = shape.slots * shape.slot_bytes;
+  hello.landing_order = order;
+  return hello;
+}
+
+TEST(ChannelHelloCheck, AcceptsAHelloThatAgrees) {
+  ChannelShape shape = four_slots_of_4k();
+  for (LandingOrder order : {LandingOrder::by_position, LandingOrder::by_arrival})
+    EXPECT_TRUE(check_hello(receiver_hello(shape, order), Role::send, shape, order));
+}
+
+TEST(ChannelHelloCheck, RefusesADifferentLandingOrderNamingBothSides) {
+  ChannelShape shape = four_slots_of_4k();
+  auto checked = check_hello(receiver_hello(shape, LandingOrder::by_position), Role::send, shape,
+                             LandingOrder::by_arrival);
+  ASSERT_FALSE(checked);
+  EXPECT_EQ(checked.error().code, Errc::invalid_argument);
+  EXPECT_NE(checked.error().cause.find("this sender lands messages in arrival order"), std::string::npos)
+      << checked.error().cause;
+  EXPECT_NE(checked.error().cause.find("the receiver on rank 1 lands them by position"), std::string::npos)
+      << checked.error().cause;
+  EXPECT_NE(checked.error().remedy.find("TETHER_TRANSPORT"), std::string::npos);
+}
+
+TEST(ChannelHelloCheck, RefusesADifferentShapeNamingBothValues) {
+  ChannelShape shape = four_slots_of_4k();
+  ChannelHello hello = receiver_hello(shape, LandingOrder::by_position);
+  hello.slots = 8;
+  hello.landing.length = 8 * shape.slot_bytes;
+  auto checked = check_hello(hello, Role::send, shape, LandingOrder::by_position);
+  ASSERT_FALSE(checked);
+  EXPECT_NE(checked.error().cause.find("slots 4"), std::string::npos) << checked.error().cause;
+  EXPECT_NE(checked.error().cause.find("slots 8"), std::string::npos) << checked.error().cause;
+}
+
+TEST(ChannelHelloCheck, RefusesAnOlderVersion) {
+  ChannelShape shape = four_slots_of_4k();
+  ChannelHello hello = receiver_hello(shape, LandingOrder::by_position);
+  hello.version = kHelloVersion - 1;
+  auto checked = check_hello(hello, Role::send, shape, LandingOrder::by_position);
+  ASSERT_FALSE(checked);
+  EXPECT_NE(checked.error().remedy.find("same tether version"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tether::persist
