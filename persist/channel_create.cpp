@@ -49,6 +49,7 @@ Expected<ChannelState*> ChannelRegistry::create(Role role, const ChannelShape& s
   channel->role = role;
   channel->shape = shape;
   channel->self = shape.peer == engine_.rank();
+  if (auto paths = choose_paths(*channel, user_memory); !paths) return tl::unexpected(paths.error());
   if (role == Role::send && shape.partitions == 1 && user_memory.empty() && may_send_messages(shape.peer))
     channel->buffer_prefix = kInlineRoom;  // room for a channel header before each buffer
   if (auto memory = provide_memory(*channel, user_memory); !memory) {
@@ -67,16 +68,6 @@ Expected<ChannelState*> ChannelRegistry::create(Role role, const ChannelShape& s
     channels_.push_back(std::move(channel));
     made->id = static_cast<std::uint32_t>(channels_.size());
     ++stats_.channels_created;
-    if (!made->self) {
-      auto peer = engine_.peer_index(shape.peer);
-      if (!peer) {
-        made->closed = true;
-        return tl::unexpected(peer.error());
-      }
-      made->transport_peer = *peer;
-      // Decided at creation: the peer's first messages may land before its hello is read.
-      made->ordered_landing = shape.partitions == 1 && engine_.transport().delivers_in_order(*peer);
-    }
     if (auto landing = describe_landing(*made); !landing) {
       made->closed = true;
       return tl::unexpected(landing.error());
@@ -87,6 +78,23 @@ Expected<ChannelState*> ChannelRegistry::create(Role role, const ChannelShape& s
     return tl::unexpected(posted.error());
   }
   return made;
+}
+
+// What the transport to the peer allows, decided at creation on both sides: the peer's
+// first messages may land before its hello is read, and the send buffers are sized by it.
+Expected<void> ChannelRegistry::choose_paths(ChannelState& channel, std::span<std::byte> user_memory) {
+  if (channel.self) return {};
+  std::lock_guard lock(engine_.progress_mutex());
+  auto peer = engine_.peer_index(channel.shape.peer);
+  if (!peer) return tl::unexpected(peer.error());
+  channel.transport_peer = *peer;
+  transport::Transport& transport = engine_.transport();
+  bool whole_messages = channel.shape.partitions == 1;
+  channel.ordered_landing = whole_messages && transport.delivers_in_order(*peer);
+  // The direct path copies at start(): one send buffer serves every message.
+  channel.one_send_buffer = channel.role == Role::send && whole_messages && user_memory.empty() &&
+                            transport.maps_peer_pool(*peer);
+  return {};
 }
 
 void ChannelRegistry::size_progress(ChannelState& channel) {
@@ -121,7 +129,7 @@ Expected<void> ChannelRegistry::provide_memory(ChannelState& channel, std::span<
   channel.buffer_stride = shape.slot_bytes;
   if (!user_memory.empty()) return register_user_memory(channel, user_memory);
   if (channel.buffer_prefix > 0) channel.buffer_stride = (shape.slot_bytes + 63) / 64 * 64 + channel.buffer_prefix;
-  channel.memory_bytes = channel.buffer_stride * shape.slots;
+  channel.memory_bytes = channel.buffer_stride * (channel.one_send_buffer ? 1 : shape.slots);
   channel.memory = static_cast<std::byte*>(pinned_alloc(channel.memory_bytes, 64));
   if (channel.memory == nullptr) return tl::unexpected(pinned_last_error());
   channel.memory_from_pool = true;

@@ -53,6 +53,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
  private:
   // channel_create.cpp
   Expected<void> check_shape(Role role, const ChannelShape& shape, std::span<std::byte> user_memory) const;
+  Expected<void> choose_paths(ChannelState& channel, std::span<std::byte> user_memory);
   void size_progress(ChannelState& channel);
   Expected<void> provide_memory(ChannelState& channel, std::span<std::byte> user_memory);
   Expected<void> register_user_memory(ChannelState& channel, std::span<std::byte> user_memory);

@@ -166,6 +166,10 @@ struct ChannelState {
   // notification; the receiver takes messages in arrival order. Both sides decide alike
   // and their hellos must agree.
   bool ordered_landing = false;
+  // Send side over a transport that maps the peer's pool (the direct path, which copies
+  // at start()): one buffer, not one per slot. Should the receiver's slots turn out
+  // unmappable (user memory), its RMA writes take turns on that buffer.
+  bool one_send_buffer = false;
   [[nodiscard]] LandingOrder landing_order() const noexcept {
     return ordered_landing ? LandingOrder::by_arrival : LandingOrder::by_position;
   }
@@ -192,7 +196,8 @@ struct ChannelState {
 
   [[nodiscard]] std::size_t partition_bytes() const noexcept { return shape.slot_bytes / shape.partitions; }
   [[nodiscard]] std::uint32_t buffer_count() const noexcept {
-    return memory_from_pool || role == Role::receive ? shape.slots : 1;
+    if (role == Role::receive) return shape.slots;
+    return memory_from_pool && !one_send_buffer ? shape.slots : 1;
   }
   // Send side, progress lock held: the buffer the next message is produced in. The direct
   // path copies at start(), so one buffer serves every message; partitioned channels and

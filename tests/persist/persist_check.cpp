@@ -41,7 +41,6 @@ std::uint64_t g_count = 0;  // messages per scenario, from argv (0: the scenario
 
 std::uint64_t count_or(std::uint64_t fallback) { return g_count > 0 ? g_count : fallback; }
 
-// Message `sequence` of `bytes` from `source`: a pattern the receiver can recompute.
 SendChannel make_send(Runtime& runtime, const ChannelShape& shape) {
   auto channel = SendChannel::create(runtime, shape);
   if (!channel) {
@@ -238,6 +237,41 @@ void warm_slot(Runtime& runtime) {
         picked ? "the sender reuses the slot released last" : "each message lands in its turn's slot");
   fmt::print("rank {}: {} messages landed in {} slot(s) ({})\n", runtime.rank(), count / 2, landed_at.size(),
              picked ? "slots picked by the sender" : "slots in turn");
+}
+
+// The pool memory a send channel of 4 slots of 1 MiB takes: one buffer on the direct
+// path (it copies at start()), one per slot elsewhere. Messages still land intact.
+void send_buffers(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  int peer = 1 - runtime.rank();
+  ChannelShape shape{.peer = peer, .tag = 16, .slot_bytes = kMiB, .slots = 4};
+  std::uint64_t count = count_or(20);
+  std::uint64_t carved_before = tether::pool_stats().bytes_carved;
+  SendChannel out = make_send(runtime, shape);
+  auto buffers = static_cast<int>((tether::pool_stats().bytes_carved - carved_before + kMiB / 2) / kMiB);
+  ReceiveChannel in = make_receive(runtime, shape);
+  connect(out, in);
+  auto direct_before = tether::channel_stats(runtime).direct_stores;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    if ((i % 2 == 0) == (runtime.rank() == 0)) {
+      fill(out.buffer().first(shape.slot_bytes), static_cast<std::uint64_t>(runtime.rank()), i);
+      CHECK(start_when_possible(out, shape.slot_bytes) != Status::error, "start {}", i);
+      CHECK(out.wait() == Status::done, "wait {}: {}", i, out.last_error().message());
+      continue;
+    }
+    Bytes message;
+    CHECK(in.wait(message) == Status::done, "wait {}: {}", i, in.last_error().message());
+    CHECK(message.size() == shape.slot_bytes && matches(message, static_cast<std::uint64_t>(peer), i),
+          "message {} differs from what was sent", i);
+    CHECK(in.release() == Status::done, "release {}", i);
+  }
+  bool direct = tether::channel_stats(runtime).direct_stores - direct_before == count / 2;
+  int expected = direct ? 1 : static_cast<int>(shape.slots);
+  CHECK(buffers == expected, "the send channel took {} MiB of pool, expected {} ({})", buffers, expected,
+        direct ? "direct stores copy at start" : "a buffer per slot");
+  fmt::print("rank {}: a send channel of 4 x 1 MiB slots holds {} buffer(s) ({})\n", runtime.rank(), buffers,
+             direct ? "direct stores" : "writes or sends");
 }
 
 // Partitions marked ready out of order arrive out of order; the message completes whole.
@@ -576,7 +610,8 @@ int main(int argc, char** argv) {
       {"partitioned", partitioned}, {"many", many},   {"no-overhead", no_overhead},
       {"user-buffers", user_buffers}, {"self", self}, {"mismatch", mismatch},
       {"bad-input", bad_input}, {"close-in-flight", close_in_flight}, {"fan-in", fan_in},
-      {"killed", killed}, {"peer-death", peer_death}, {"held-slots", held_slots}, {"warm-slot", warm_slot}};
+      {"killed", killed}, {"peer-death", peer_death}, {"held-slots", held_slots}, {"warm-slot", warm_slot},
+      {"send-buffers", send_buffers}};
   auto found = argc >= 2 ? scenarios.find(argv[1]) : scenarios.end();
   if (found == scenarios.end()) {
     std::string names;

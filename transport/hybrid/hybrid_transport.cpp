@@ -123,6 +123,11 @@ bool HybridTransport::delivers_in_order(PeerIndex peer) const noexcept {
   return backend(routes_[peer].route).delivers_in_order(routes_[peer].backend_peer);
 }
 
+bool HybridTransport::maps_peer_pool(PeerIndex peer) const noexcept {
+  if (peer >= routes_.size()) return false;
+  return backend(routes_[peer].route).maps_peer_pool(routes_[peer].backend_peer);
+}
+
 bool HybridTransport::sends_beat_small_writes(PeerIndex peer) const noexcept {
   if (peer >= routes_.size()) return false;
   return backend(routes_[peer].route).sends_beat_small_writes(routes_[peer].backend_peer);

@@ -53,6 +53,7 @@ class HybridTransport final : public Transport {
   [[nodiscard]] std::string_view peer_transport_name(PeerIndex peer) const noexcept override;
   [[nodiscard]] bool sends_beat_small_writes(PeerIndex peer) const noexcept override;
   [[nodiscard]] bool delivers_in_order(PeerIndex peer) const noexcept override;
+  [[nodiscard]] bool maps_peer_pool(PeerIndex peer) const noexcept override;
   [[nodiscard]] const Limits& limits() const noexcept override { return limits_; }
   [[nodiscard]] Registrar& registrar() noexcept override { return registrar_; }
   [[nodiscard]] std::span<const std::byte> address() const noexcept override;

@@ -67,6 +67,7 @@ class ShmTransport final : public Transport {
                             const RemoteBuffer& source, std::size_t source_offset,
                             std::uint64_t context) noexcept override;
   [[nodiscard]] std::byte* map_remote(PeerIndex peer, const RemoteBuffer& remote, std::size_t length) noexcept override;
+  [[nodiscard]] bool maps_peer_pool(PeerIndex peer) const noexcept override { return peer < peers_.size(); }
   [[nodiscard]] std::size_t poll(std::span<Completion> out) noexcept override;
   // Peers map whole arenas (a key names the memfd): a key is never narrower than one.
   [[nodiscard]] bool checks_remote_keys() const noexcept override { return false; }
