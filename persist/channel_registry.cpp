@@ -2,6 +2,8 @@
 // the engine hooks that route completions to their channel.
 #include "persist/channel_registry.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -38,6 +40,8 @@ ChannelRegistry::ChannelRegistry(messaging::Engine& engine) : engine_(engine) {
   close_timeout_ = config.duration("TETHER_CHANNEL_CLOSE_TIMEOUT");
   std::size_t room = engine.receive_buffer_bytes() - messaging::kChannelHeaderBytes;
   inline_max_ = static_cast<std::uint32_t>(std::min<std::size_t>(config.size_bytes("TETHER_CHANNEL_INLINE_MAX"), room));
+  long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+  l2_bytes_ = l2 > 0 ? static_cast<std::size_t>(l2) : std::size_t{1} << 20;
 }
 
 ChannelRegistry::~ChannelRegistry() {

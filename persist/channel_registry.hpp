@@ -79,6 +79,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   Status connected_or_retry(ChannelState& channel) noexcept;
   bool wait_for_writes(ChannelState& channel, std::chrono::nanoseconds timeout) noexcept;
   Status store_direct(ChannelState& channel, std::size_t bytes) noexcept;
+  void await_warm_slot(ChannelState& channel, std::size_t bytes) noexcept;
   [[nodiscard]] std::uint32_t next_free_slot(ChannelState& channel) noexcept;
   void take_slot(ChannelState& channel, std::uint64_t sequence, std::uint32_t slot) noexcept;
   [[nodiscard]] std::uint32_t landing_slot_of(ChannelState& channel, std::uint64_t sequence) noexcept;
@@ -122,6 +123,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   std::uint64_t progress_passes_ = 0;
   std::uint32_t credit_batch_ = 0;                 // 0: a quarter of the slots
   std::uint32_t inline_max_ = 0;                   // TETHER_CHANNEL_INLINE_MAX, within a receive buffer
+  std::size_t l2_bytes_ = 0;                       // this CPU's L2 cache (1 MiB when unknown)
   std::chrono::nanoseconds connect_timeout_{};
   std::chrono::nanoseconds close_timeout_{};
   ChannelStats stats_;

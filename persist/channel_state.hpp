@@ -102,15 +102,18 @@ struct SendProgress {
   std::vector<std::uint64_t> buffer_piggyback;
   std::vector<std::uint8_t> partition_sent; // partitioned: of the started message
   std::uint32_t partitions_left = 0;
-  // Direct path: the receiver's free slots (the last one released on top), the slot each
-  // position's message took, and how many messages' slots came back to free_slots.
-  std::vector<std::uint32_t> free_slots;
   // Non-partitioned channels: the buffer picked for the next message (kNoBuffer: none yet)
   // and the one the last message left from.
   std::uint32_t picked_buffer = 0xffffffffU;
   std::uint32_t last_buffer = 0;
+  // Direct path: the receiver's free slots (the last one released on top), the slot each
+  // position's message took, and how many messages' slots came back to free_slots.
+  std::vector<std::uint32_t> free_slots;
   std::vector<std::uint32_t> slot_of_position;
   std::uint64_t slots_reclaimed = 0;
+  // Direct path: no wait for a warm slot before this message (a wait timed out: the
+  // receiver holds its messages for a while).
+  std::uint64_t no_warm_wait_before = 0;
 };
 
 // What the receive side knows of its slots.

@@ -177,15 +177,18 @@ void slow_receiver(Runtime& runtime) {
 
 // The receiver holds 1 to 8 messages at a time and checks them only once it holds them
 // all, so a sender writing into a slot not yet released (the direct path picks its slots)
-// shows as a damaged message.
-void held_slots(Runtime& runtime) {
+// shows as a damaged message. Large slots: the direct path's waits for a warm slot time
+// out on the held ones.
+void hold_slots(Runtime& runtime, std::size_t slot_bytes, std::uint64_t default_count) {
   if (runtime.rank() > 1) return;
-  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 14, .slot_bytes = 512, .slots = 8};
-  std::uint64_t count = count_or(20000);
+  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 14, .slot_bytes = slot_bytes, .slots = 8};
+  std::uint64_t count = count_or(default_count);
   if (runtime.rank() == 0) {
     SendChannel out = make_send(runtime, shape);
     CHECK(out.wait_connected().has_value(), "connect");
-    return send_stream(out, 0, count);
+    send_stream(out, 0, count);
+    fmt::print("rank 0: {} waits for a warm slot\n", tether::channel_stats(runtime).warm_slot_waits);
+    return;
   }
   ReceiveChannel in = make_receive(runtime, shape);
   CHECK(in.wait_connected().has_value(), "connect");
@@ -203,6 +206,9 @@ void held_slots(Runtime& runtime) {
   }
   CHECK(bad == 0, "{} of {} messages damaged while held", bad, count);
 }
+
+void held_slots(Runtime& runtime) { hold_slots(runtime, 512, 20000); }
+void held_large_slots(Runtime& runtime) { hold_slots(runtime, std::size_t{1} << 20, 200); }
 
 // A ping-pong over 4 slots. A direct store, or a write or send over a transport that
 // delivers in order, takes the slot released last, so every message lands in one slot
@@ -611,7 +617,7 @@ int main(int argc, char** argv) {
       {"user-buffers", user_buffers}, {"self", self}, {"mismatch", mismatch},
       {"bad-input", bad_input}, {"close-in-flight", close_in_flight}, {"fan-in", fan_in},
       {"killed", killed}, {"peer-death", peer_death}, {"held-slots", held_slots}, {"warm-slot", warm_slot},
-      {"send-buffers", send_buffers}};
+      {"send-buffers", send_buffers}, {"held-large-slots", held_large_slots}};
   auto found = argc >= 2 ? scenarios.find(argv[1]) : scenarios.end();
   if (found == scenarios.end()) {
     std::string names;

@@ -2,6 +2,7 @@
 // tcp;ofi_rxm) and under mpirun, each with a watchdog.
 #include <unistd.h>
 
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -134,6 +135,21 @@ TEST(PersistSlotsTest, TheSenderPicksTheSlotReleasedLastWhereDeliveryIsOrdered) 
             << transport << "\n" << outcome.output;
       }
     }
+  }
+}
+
+// Large direct stores wait briefly for the slot the last message took; when the receiver
+// holds its messages the waits time out and no held slot is written. Elsewhere no wait.
+TEST(PersistSlotsTest, LargeDirectStoresWaitForAWarmSlotButNeverWriteAHeldOne) {
+  for (auto [transport, waits] : {std::pair{"shm", true}, {"tcp", false}}) {
+    auto outcome = tether::testing::run(
+        {TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "held-large-slots"},
+        transport_environment(transport), 90s);
+    EXPECT_EQ(outcome.exit_code, 0) << transport << "\n" << outcome.output;
+    std::smatch found;
+    ASSERT_TRUE(std::regex_search(outcome.output, found, std::regex("rank 0: (\\d+) waits for a warm slot")))
+        << outcome.output;
+    EXPECT_EQ(std::stoull(found[1].str()) > 0, waits) << transport << "\n" << outcome.output;
   }
 }
 
