@@ -9,19 +9,19 @@ namespace tether::persist {
 
 const char* side(Role role) noexcept { return role == Role::send ? "sender" : "receiver"; }
 
-const char* order_text(LandingOrder order) noexcept {
-  return order == LandingOrder::by_arrival ? "in arrival order" : "by position";
-}
-
 std::string shape_text(std::uint64_t slot_bytes, std::uint32_t slots, std::uint32_t partitions) {
   return fmt::format("slot_bytes {}, slots {}, partitions {}", slot_bytes, slots, partitions);
 }
 
 namespace {
 
+const char* order_text(LandingOrder order) noexcept {
+  return order == LandingOrder::by_arrival ? "in arrival order" : "by position";
+}
+
 bool well_formed(const ChannelHello& in, Role expected, int tag) noexcept {
   return in.magic == kHelloMagic && in.version == kHelloVersion && in.role == expected && in.tag == tag &&
-         in.channel_id != 0 && in.channel_id <= kMaxChannelId;
+         in.channel_id != 0 && in.channel_id <= kMaxChannelId && in.landing_order <= LandingOrder::by_arrival;
 }
 
 }  // namespace
@@ -30,7 +30,8 @@ Expected<void> check_hello(const ChannelHello& in, Role own_role, const ChannelS
                            LandingOrder own_order) {
   Role expected = own_role == Role::send ? Role::receive : Role::send;
   if (!well_formed(in, expected, shape.tag))
-    return make_error(Errc::invalid_argument, "the peer's hello is malformed (magic, version, role, tag or id)",
+    return make_error(Errc::invalid_argument,
+                      "the peer's hello is malformed (magic, version, role, tag, id or landing order)",
                       "run the same tether version on every rank");
   if (in.slot_bytes != shape.slot_bytes || in.slots != shape.slots || in.partitions != shape.partitions)
     return make_error(Errc::invalid_argument,
@@ -47,7 +48,8 @@ Expected<void> check_hello(const ChannelHello& in, Role own_role, const ChannelS
     return make_error(Errc::invalid_argument,
                       fmt::format("this {} lands messages {}; the {} on rank {} lands them {}", side(own_role),
                                   order_text(own_order), side(expected), shape.peer, order_text(in.landing_order)),
-                      "run the same tether version with the same TETHER_TRANSPORT and TETHER_SHM on every rank");
+                      "run the same tether version with the same TETHER_SHM, TETHER_SHM_TRANSPORT and "
+                      "TETHER_NET_TRANSPORT on every rank");
   return {};
 }
 

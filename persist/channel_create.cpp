@@ -50,8 +50,6 @@ Expected<ChannelState*> ChannelRegistry::create(Role role, const ChannelShape& s
   channel->shape = shape;
   channel->self = shape.peer == engine_.rank();
   if (auto paths = choose_paths(*channel, user_memory); !paths) return tl::unexpected(paths.error());
-  if (role == Role::send && shape.partitions == 1 && user_memory.empty() && may_send_messages(shape.peer))
-    channel->buffer_prefix = kInlineRoom;  // room for a channel header before each buffer
   if (auto memory = provide_memory(*channel, user_memory); !memory) {
     release_memory(*channel);
     return tl::unexpected(memory.error());
@@ -91,9 +89,11 @@ Expected<void> ChannelRegistry::choose_paths(ChannelState& channel, std::span<st
   transport::Transport& transport = engine_.transport();
   bool whole_messages = channel.shape.partitions == 1;
   channel.ordered_landing = whole_messages && transport.delivers_in_order(*peer);
+  bool sends_from_pool = channel.role == Role::send && whole_messages && user_memory.empty();
   // The direct path copies at start(): one send buffer serves every message.
-  channel.one_send_buffer = channel.role == Role::send && whole_messages && user_memory.empty() &&
-                            transport.maps_peer_pool(*peer);
+  channel.one_send_buffer = sends_from_pool && transport.maps_peer_pool(*peer);
+  // Small messages may go as channel messages: room for their header before each buffer.
+  if (sends_from_pool && inline_max_ > 0 && transport.sends_beat_small_writes(*peer)) channel.buffer_prefix = kInlineRoom;
   return {};
 }
 
@@ -268,7 +268,12 @@ void ChannelRegistry::map_direct(ChannelState& channel) noexcept {
   if (shape.partitions != 1) return;
   std::byte* slots = transport.map_remote(channel.transport_peer, channel.peer_landing, shape.slot_bytes * shape.slots);
   std::byte* flags = transport.map_remote(channel.transport_peer, channel.hello_in.flags, shape.slots * kFlagStride);
-  if (slots == nullptr || flags == nullptr) return;
+  if (slots == nullptr || flags == nullptr) {
+    if (channel.one_send_buffer)
+      log::info("persist", "channel {} to rank {}: the receiver's slots cannot be mapped (user memory?); its writes "
+                "take turns on one send buffer", channel.id, shape.peer);
+    return;
+  }
   channel.direct_slots = slots;
   channel.direct_flags = flags;
 }

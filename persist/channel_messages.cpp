@@ -24,14 +24,6 @@ void write_header(std::byte* message, int rank, int tag, std::size_t payload_byt
 
 }  // namespace
 
-// Whether a send channel to `rank` may send messages (then its buffers get header room).
-bool ChannelRegistry::may_send_messages(int rank) {
-  if (inline_max_ == 0 || rank == engine_.rank()) return false;
-  std::lock_guard lock(engine_.progress_mutex());
-  auto peer = engine_.peer_index(rank);
-  return peer && engine_.transport().sends_beat_small_writes(*peer);
-}
-
 // Decided once the peer's hello came: it says how large a message it takes (0: none).
 std::uint32_t ChannelRegistry::inline_limit(const ChannelState& channel) const noexcept {
   std::uint32_t accepted = channel.hello_in.accepts_message_bytes;

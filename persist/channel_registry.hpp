@@ -98,7 +98,6 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   void owe_credits(ChannelState& channel) noexcept;
 
   // channel_messages.cpp: small messages and credits as sends (inline_max)
-  [[nodiscard]] bool may_send_messages(int rank);
   [[nodiscard]] std::uint32_t inline_limit(const ChannelState& channel) const noexcept;
   void owe_again(std::uint32_t channel_id, std::uint32_t credits) noexcept;
   Status post_message(ChannelState& channel, std::uint64_t sequence, std::size_t length, std::uint32_t value) noexcept;

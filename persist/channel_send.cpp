@@ -2,6 +2,7 @@
 // and the local buffer allow; partitioned messages go out one ready() at a time.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -107,20 +108,24 @@ std::uint32_t ChannelRegistry::landing_slot_of(ChannelState& channel, std::uint6
 // a message copied into a cold slot costs more than a short wait for the receiver to
 // release the slot the last message took (still in cache): streaming 1 MiB messages over
 // 4 slots ran at 10-15 GB/s taking whichever slot was free, 17-18 over 1 slot (2 MiB L2).
-// So it waits up to an eighth of the copy's time at 16 GB/s (8 us for 1 MiB) when that
-// slot is still held, then takes another; after a wait that timed out (a receiver that
-// holds messages) the next `slots` messages do not wait.
+// So it waits up to an eighth of the copy's time at 16 GB/s (8 us for 1 MiB, never more
+// than 16 us: the progress lock is held) when that slot is still held, then takes
+// another; after a wait that timed out (a receiver that holds messages) the next `slots`
+// messages do not wait.
 void ChannelRegistry::await_warm_slot(ChannelState& channel, std::size_t bytes) noexcept {
+  constexpr std::size_t kBytesPerWaitNanosecond = 128;  // an eighth of the copy at 16 GB/s
+  constexpr std::chrono::nanoseconds kLongestWait = std::chrono::microseconds(16);
   SendProgress& send = channel.send;
   if ((channel.shape.slots + 1) * bytes <= l2_bytes_ || send.started < send.no_warm_wait_before ||
       credits_of(channel) >= send.started)
     return;
   ++stats_.warm_slot_waits;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(bytes / 128);
+  auto wait = std::min<std::chrono::nanoseconds>(std::chrono::nanoseconds(bytes / kBytesPerWaitNanosecond), kLongestWait);
+  auto deadline = std::chrono::steady_clock::now() + wait;
   for (unsigned spins = 1; credits_of(channel) < send.started; ++spins) {
     _mm_pause();
-    if (spins % 64 == 0 && std::chrono::steady_clock::now() > deadline) {
-      send.no_warm_wait_before = send.started + channel.shape.slots;
+    if (spins % 8 == 0 && std::chrono::steady_clock::now() > deadline) {
+      send.no_warm_wait_before = send.started + 1 + channel.shape.slots;
       return;
     }
   }

@@ -155,7 +155,8 @@ struct ChannelState {
   transport::RemoteBuffer peer_landing{};
   transport::PeerIndex transport_peer = transport::kUnknownPeer;
 
-  // Memory: send side, one buffer per slot (or the user's); receive side, the slots.
+  // Memory: send side, one buffer per slot (one on the direct path, or the user's);
+  // receive side, the slots.
   std::byte* memory = nullptr;
   std::size_t memory_bytes = 0;
   std::size_t buffer_stride = 0;         // bytes from one buffer to the next
@@ -173,9 +174,6 @@ struct ChannelState {
   // at start()): one buffer, not one per slot. Should the receiver's slots turn out
   // unmappable (user memory), its RMA writes take turns on that buffer.
   bool one_send_buffer = false;
-  [[nodiscard]] LandingOrder landing_order() const noexcept {
-    return ordered_landing ? LandingOrder::by_arrival : LandingOrder::by_position;
-  }
   bool memory_from_pool = false;
   RcacheHandle user_registration;        // user memory through the cache, or
   Registration registration;             // user memory: the transport's registration of it
@@ -198,6 +196,9 @@ struct ChannelState {
   ReceiveProgress receive;
 
   [[nodiscard]] std::size_t partition_bytes() const noexcept { return shape.slot_bytes / shape.partitions; }
+  [[nodiscard]] LandingOrder landing_order() const noexcept {
+    return ordered_landing ? LandingOrder::by_arrival : LandingOrder::by_position;
+  }
   [[nodiscard]] std::uint32_t buffer_count() const noexcept {
     if (role == Role::receive) return shape.slots;
     return memory_from_pool && !one_send_buffer ? shape.slots : 1;

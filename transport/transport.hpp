@@ -174,7 +174,8 @@ class Transport {
   // backends that map peers' memory (shm-own, pool memory only); nullptr otherwise.
   // Stores there land without any operation or completion; the caller orders them.
   [[nodiscard]] virtual std::byte* map_remote(PeerIndex, const RemoteBuffer&, std::size_t) noexcept { return nullptr; }
-  // Whether map_remote maps `peer`'s pool memory (known before any RemoteBuffer is).
+  // Whether map_remote maps `peer`'s pool memory (known before any RemoteBuffer is). It
+  // may still return nullptr (user memory, a failed mapping): callers fall back to RMA.
   [[nodiscard]] virtual bool maps_peer_pool(PeerIndex) const noexcept { return false; }
   // Fills `out` with finished operations; returns how many. Drives progress.
   [[nodiscard]] virtual std::size_t poll(std::span<Completion> out) noexcept = 0;

@@ -1,6 +1,6 @@
 // persist::check_hello on any bytes. Input: this side's role and shape (tag, slots,
-// slot bytes, partitions), its landing order, then the 104-byte hello. An accepted hello must match the
-// shape and offer at least what the peer will write.
+// slot bytes, partitions), its landing order, then the 104-byte hello. An accepted hello
+// must match the shape and the landing order and offer at least what the peer will write.
 #include <cstring>
 
 #include "persist/channel_state.hpp"
@@ -28,7 +28,7 @@ void check_accepted(const ChannelHello& in, Role own_role, const ChannelShape& s
   FUZZ_ASSERT(in.slots == shape.slots && in.slot_bytes == shape.slot_bytes && in.partitions == shape.partitions);
   std::uint64_t needed = peer_role == Role::receive ? shape.slot_bytes * shape.slots : sizeof(std::uint64_t);
   FUZZ_ASSERT(in.landing.length >= needed);
-  FUZZ_ASSERT(in.landing_order == own_order);
+  FUZZ_ASSERT(in.landing_order == own_order);  // and so a known one
 }
 
 }  // namespace

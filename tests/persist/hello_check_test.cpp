@@ -45,7 +45,7 @@ TEST(ChannelHelloCheck, RefusesADifferentLandingOrderNamingBothSides) {
       << checked.error().cause;
   EXPECT_NE(checked.error().cause.find("the receiver on rank 1 lands them by position"), std::string::npos)
       << checked.error().cause;
-  EXPECT_NE(checked.error().remedy.find("TETHER_TRANSPORT"), std::string::npos);
+  EXPECT_NE(checked.error().remedy.find("TETHER_SHM_TRANSPORT"), std::string::npos) << checked.error().remedy;
 }
 
 TEST(ChannelHelloCheck, RefusesADifferentShapeNamingBothValues) {
@@ -57,6 +57,15 @@ TEST(ChannelHelloCheck, RefusesADifferentShapeNamingBothValues) {
   ASSERT_FALSE(checked);
   EXPECT_NE(checked.error().cause.find("slots 4"), std::string::npos) << checked.error().cause;
   EXPECT_NE(checked.error().cause.find("slots 8"), std::string::npos) << checked.error().cause;
+}
+
+TEST(ChannelHelloCheck, RefusesAnUnknownLandingOrder) {
+  ChannelShape shape = four_slots_of_4k();
+  ChannelHello hello = receiver_hello(shape, LandingOrder::by_position);
+  hello.landing_order = static_cast<LandingOrder>(2);
+  auto checked = check_hello(hello, Role::send, shape, LandingOrder::by_position);
+  ASSERT_FALSE(checked);
+  EXPECT_NE(checked.error().cause.find("malformed"), std::string::npos) << checked.error().cause;
 }
 
 TEST(ChannelHelloCheck, RefusesAnOlderVersion) {

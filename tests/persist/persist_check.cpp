@@ -210,38 +210,49 @@ void hold_slots(Runtime& runtime, std::size_t slot_bytes, std::uint64_t default_
 void held_slots(Runtime& runtime) { hold_slots(runtime, 512, 20000); }
 void held_large_slots(Runtime& runtime) { hold_slots(runtime, std::size_t{1} << 20, 200); }
 
+// Messages 0..count-1 alternate between ranks 0 and 1 (rank 0 sends the even ones), each
+// a full slot checked where it lands; `landed` sees each message received. Returns how
+// many messages this rank sent.
+template <class Landed>
+std::uint64_t ping_pong(Runtime& runtime, SendChannel& out, ReceiveChannel& in, const ChannelShape& shape,
+                        std::uint64_t count, Landed&& landed) {
+  std::uint64_t sent = 0;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    if ((i % 2 == 0) == (runtime.rank() == 0)) {
+      fill(out.buffer().first(shape.slot_bytes), static_cast<std::uint64_t>(runtime.rank()), i);
+      CHECK(start_when_possible(out, shape.slot_bytes) != Status::error, "start {}", i);
+      CHECK(out.wait() == Status::done, "wait {}: {}", i, out.last_error().message());
+      ++sent;
+      continue;
+    }
+    Bytes message;
+    CHECK(in.wait(message) == Status::done, "wait {}: {}", i, in.last_error().message());
+    CHECK(message.size() == shape.slot_bytes && matches(message, static_cast<std::uint64_t>(shape.peer), i),
+          "message {} differs from what was sent", i);
+    landed(message);
+    CHECK(in.release() == Status::done, "release {}", i);
+  }
+  return sent;
+}
+
 // A ping-pong over 4 slots. A direct store, or a write or send over a transport that
 // delivers in order, takes the slot released last, so every message lands in one slot
 // (still in cache); elsewhere messages rotate through all four.
 void warm_slot(Runtime& runtime) {
   if (runtime.rank() > 1) return;
-  int peer = 1 - runtime.rank();
-  ChannelShape shape{.peer = peer, .tag = 15, .slot_bytes = 4096, .slots = 4};
-  std::uint64_t count = count_or(1000);
+  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 15, .slot_bytes = 4096, .slots = 4};
   SendChannel out = make_send(runtime, shape);
   ReceiveChannel in = make_receive(runtime, shape);
   connect(out, in);
   auto picked_before = tether::channel_stats(runtime).sender_picked_slots;
   std::set<const std::byte*> landed_at;
-  for (std::uint64_t i = 0; i < count; ++i) {
-    bool my_turn = (i % 2 == 0) == (runtime.rank() == 0);
-    if (my_turn) {
-      fill(out.buffer().first(shape.slot_bytes), static_cast<std::uint64_t>(runtime.rank()), i);
-      CHECK(start_when_possible(out, shape.slot_bytes) != Status::error, "start {}", i);
-      continue;
-    }
-    Bytes message;
-    CHECK(in.wait(message) == Status::done, "wait {}: {}", i, in.last_error().message());
-    CHECK(matches(message, static_cast<std::uint64_t>(peer), i), "message {} differs from what was sent", i);
-    landed_at.insert(message.data());
-    CHECK(in.release() == Status::done, "release {}", i);
-  }
-  CHECK(out.wait() == Status::done, "wait: {}", out.last_error().message());
-  bool picked = tether::channel_stats(runtime).sender_picked_slots - picked_before == count / 2;
+  std::uint64_t sent = ping_pong(runtime, out, in, shape, count_or(1000),
+                                 [&](Bytes message) { landed_at.insert(message.data()); });
+  bool picked = tether::channel_stats(runtime).sender_picked_slots - picked_before == sent;
   std::size_t expected = picked ? 1 : shape.slots;
   CHECK(landed_at.size() == expected, "messages landed in {} slots, expected {} ({})", landed_at.size(), expected,
         picked ? "the sender reuses the slot released last" : "each message lands in its turn's slot");
-  fmt::print("rank {}: {} messages landed in {} slot(s) ({})\n", runtime.rank(), count / 2, landed_at.size(),
+  fmt::print("rank {}: {} messages landed in {} slot(s) ({})\n", runtime.rank(), sent, landed_at.size(),
              picked ? "slots picked by the sender" : "slots in turn");
 }
 
@@ -250,29 +261,15 @@ void warm_slot(Runtime& runtime) {
 void send_buffers(Runtime& runtime) {
   if (runtime.rank() > 1) return;
   constexpr std::size_t kMiB = std::size_t{1} << 20;
-  int peer = 1 - runtime.rank();
-  ChannelShape shape{.peer = peer, .tag = 16, .slot_bytes = kMiB, .slots = 4};
-  std::uint64_t count = count_or(20);
+  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 16, .slot_bytes = kMiB, .slots = 4};
   std::uint64_t carved_before = tether::pool_stats().bytes_carved;
   SendChannel out = make_send(runtime, shape);
   auto buffers = static_cast<int>((tether::pool_stats().bytes_carved - carved_before + kMiB / 2) / kMiB);
   ReceiveChannel in = make_receive(runtime, shape);
   connect(out, in);
   auto direct_before = tether::channel_stats(runtime).direct_stores;
-  for (std::uint64_t i = 0; i < count; ++i) {
-    if ((i % 2 == 0) == (runtime.rank() == 0)) {
-      fill(out.buffer().first(shape.slot_bytes), static_cast<std::uint64_t>(runtime.rank()), i);
-      CHECK(start_when_possible(out, shape.slot_bytes) != Status::error, "start {}", i);
-      CHECK(out.wait() == Status::done, "wait {}: {}", i, out.last_error().message());
-      continue;
-    }
-    Bytes message;
-    CHECK(in.wait(message) == Status::done, "wait {}: {}", i, in.last_error().message());
-    CHECK(message.size() == shape.slot_bytes && matches(message, static_cast<std::uint64_t>(peer), i),
-          "message {} differs from what was sent", i);
-    CHECK(in.release() == Status::done, "release {}", i);
-  }
-  bool direct = tether::channel_stats(runtime).direct_stores - direct_before == count / 2;
+  std::uint64_t sent = ping_pong(runtime, out, in, shape, count_or(20), [](Bytes) {});
+  bool direct = tether::channel_stats(runtime).direct_stores - direct_before == sent;
   int expected = direct ? 1 : static_cast<int>(shape.slots);
   CHECK(buffers == expected, "the send channel took {} MiB of pool, expected {} ({})", buffers, expected,
         direct ? "direct stores copy at start" : "a buffer per slot");

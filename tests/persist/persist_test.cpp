@@ -156,8 +156,9 @@ TEST(PersistSlotsTest, LargeDirectStoresWaitForAWarmSlotButNeverWriteAHeldOne) {
 // A send channel on the direct path (shm-own) holds one pool buffer, not one per slot.
 TEST(PersistSlotsTest, ADirectSendChannelHoldsOneBuffer) {
   for (auto [transport, buffers] : {std::pair{"shm", 1}, {"tcp", 4}, {"ofitcp", 4}}) {
-    auto outcome = tether::testing::run({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "send-buffers"},
-                                        transport_environment(transport), 90s);
+    auto outcome =
+        tether::testing::run({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "send-buffers"},
+                             transport_environment(transport), 90s);
     EXPECT_EQ(outcome.exit_code, 0) << transport << "\n" << outcome.output;
     EXPECT_NE(outcome.output.find(fmt::format("slots holds {} buffer(s)", buffers)), std::string::npos)
         << transport << "\n" << outcome.output;

@@ -61,8 +61,8 @@ struct ChannelStats {
   std::uint64_t sender_picked_slots = 0; // messages whose landing slot the sender picked from the
                                          // free ones, released last first (direct stores; writes
                                          // and sends over tcp-own), not by turn
-  std::uint64_t warm_slot_waits = 0;     // direct stores of >= 64 KiB that first waited (briefly)
-                                         // for the slot the last message took to come back
+  std::uint64_t warm_slot_waits = 0;     // direct stores too large for slots rotating in L2 that
+                                         // first waited (briefly) for the slot the last message took
 };
 [[nodiscard]] ChannelStats channel_stats(Runtime& runtime);
 
