@@ -427,6 +427,29 @@ void user_buffers(Runtime& runtime) {
   CHECK(tether::channel_stats(runtime).user_registrations == before.user_registrations, "registered again");
 }
 
+// A pool sender streaming into a receiver's user-memory slots: where the transport maps
+// pool memory only (shm-own) the sender has one buffer but no direct path, so its writes
+// take turns on that buffer. Every message must still land whole.
+void user_slots(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 18, .slot_bytes = 8192, .slots = 4};
+  std::uint64_t count = count_or(2000);
+  if (runtime.rank() == 0) {
+    SendChannel out = make_send(runtime, shape);
+    CHECK(out.wait_connected().has_value(), "connect");
+    send_stream(out, 0, count);
+    CHECK(out.wait() == Status::done, "wait: {}", out.last_error().message());
+    CHECK(tether::channel_stats(runtime).direct_stores == 0, "direct stores into user memory");
+    return;
+  }
+  std::vector<std::byte> in_memory(shape.slot_bytes * shape.slots);
+  auto in = ReceiveChannel::create(runtime, shape, in_memory);
+  CHECK(in.has_value(), "create with user memory: {}", in ? "" : in.error().message());
+  if (!in) return;
+  CHECK(in->wait_connected().has_value(), "connect");
+  receive_stream(*in, 0, count);
+}
+
 // Channels to this rank itself.
 void self(Runtime& runtime) {
   ChannelShape shape{.peer = runtime.rank(), .tag = 17, .slot_bytes = 1000, .slots = 3};
@@ -614,7 +637,8 @@ int main(int argc, char** argv) {
       {"user-buffers", user_buffers}, {"self", self}, {"mismatch", mismatch},
       {"bad-input", bad_input}, {"close-in-flight", close_in_flight}, {"fan-in", fan_in},
       {"killed", killed}, {"peer-death", peer_death}, {"held-slots", held_slots}, {"warm-slot", warm_slot},
-      {"send-buffers", send_buffers}, {"held-large-slots", held_large_slots}};
+      {"send-buffers", send_buffers}, {"held-large-slots", held_large_slots},
+      {"user-slots", user_slots}};
   auto found = argc >= 2 ? scenarios.find(argv[1]) : scenarios.end();
   if (found == scenarios.end()) {
     std::string names;

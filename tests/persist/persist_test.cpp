@@ -89,7 +89,7 @@ std::vector<Case> tether_run_cases() {
 #endif
     cases.push_back({"integrity", 2, transport, many_messages});
     for (std::string scenario : {"duplex", "large", "slow-receiver", "partitioned", "no-overhead", "user-buffers", "self",
-                                 "mismatch", "bad-input", "close-in-flight"})
+                                 "mismatch", "bad-input", "close-in-flight", "user-slots"})
       cases.push_back({scenario, 2, transport, ""});
     cases.push_back({"many", 3, transport, ""});
     cases.push_back({"fan-in", transport == "shm" ? 6 : 4, transport, transport == "shm" ? "" : "2000"});
@@ -97,6 +97,7 @@ std::vector<Case> tether_run_cases() {
   for (std::string scenario : {"integrity", "partitioned", "bad-input", "close-in-flight"})  // libfabric's shm
     cases.push_back({scenario, 2, "ofishm", scenario == "integrity" ? "100000" : ""});
   cases.push_back({"many", 3, "hybrid", ""});
+  cases.push_back({"send-buffers", 2, "hybrid", ""});  // maps_peer_pool through the hybrid's routes
   cases.push_back({"integrity", 2, "tcpsend", "20000"});
   for (std::string transport : {"tcprma", "ownrma"})
     for (std::string scenario : {"integrity", "no-overhead", "slow-receiver", "duplex"})
