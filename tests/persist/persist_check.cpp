@@ -59,6 +59,19 @@ ReceiveChannel make_receive(Runtime& runtime, const ChannelShape& shape) {
   return std::move(*channel);
 }
 
+// One side of a channel whose peer creates the other side only.
+SendChannel connected_send(Runtime& runtime, const ChannelShape& shape) {
+  SendChannel out = make_send(runtime, shape);
+  CHECK(out.wait_connected().has_value(), "connect");
+  return out;
+}
+
+ReceiveChannel connected_receive(Runtime& runtime, const ChannelShape& shape) {
+  ReceiveChannel in = make_receive(runtime, shape);
+  CHECK(in.wait_connected().has_value(), "connect");
+  return in;
+}
+
 void connect(SendChannel& out, ReceiveChannel& in) {
   SendChannel* sends[] = {&out};
   ReceiveChannel* receives[] = {&in};
@@ -114,12 +127,10 @@ void integrity(Runtime& runtime) {
   std::uint64_t count = count_or(1000000);
   ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 4, .slot_bytes = 256, .slots = 16};
   if (runtime.rank() == 0) {
-    SendChannel out = make_send(runtime, shape);
-    CHECK(out.wait_connected().has_value(), "connect");
+    SendChannel out = connected_send(runtime, shape);
     send_stream(out, 0, count);
   } else {
-    ReceiveChannel in = make_receive(runtime, shape);
-    CHECK(in.wait_connected().has_value(), "connect");
+    ReceiveChannel in = connected_receive(runtime, shape);
     receive_stream(in, 0, count);
     fmt::print("rank 1: {} messages checked\n", count);
   }
@@ -145,12 +156,10 @@ void large(Runtime& runtime) {
   int peer = 1 - runtime.rank();
   ChannelShape shape{.peer = peer, .tag = 6, .slot_bytes = std::size_t{4} << 20, .slots = 2};
   if (runtime.rank() == 0) {
-    SendChannel out = make_send(runtime, shape);
-    CHECK(out.wait_connected().has_value(), "connect");
+    SendChannel out = connected_send(runtime, shape);
     send_stream(out, 0, count_or(40));
   } else {
-    ReceiveChannel in = make_receive(runtime, shape);
-    CHECK(in.wait_connected().has_value(), "connect");
+    ReceiveChannel in = connected_receive(runtime, shape);
     receive_stream(in, 0, count_or(40));
   }
 }
@@ -162,15 +171,13 @@ void slow_receiver(Runtime& runtime) {
   ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 9, .slot_bytes = 512, .slots = 4};
   std::uint64_t count = count_or(400);
   if (runtime.rank() == 0) {
-    SendChannel out = make_send(runtime, shape);
-    CHECK(out.wait_connected().has_value(), "connect");
+    SendChannel out = connected_send(runtime, shape);
     std::uint64_t retries = 0;
     send_stream(out, 0, count, &retries);
     CHECK(retries > 0, "the sender never met back-pressure from a slow receiver ({} retries)", retries);
     fmt::print("rank 0: {} retries while the receiver held its slots\n", retries);
   } else {
-    ReceiveChannel in = make_receive(runtime, shape);
-    CHECK(in.wait_connected().has_value(), "connect");
+    ReceiveChannel in = connected_receive(runtime, shape);
     receive_stream(in, 0, count, std::chrono::microseconds(200));
   }
 }
@@ -184,14 +191,12 @@ void hold_slots(Runtime& runtime, std::size_t slot_bytes, std::uint64_t default_
   ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 14, .slot_bytes = slot_bytes, .slots = 8};
   std::uint64_t count = count_or(default_count);
   if (runtime.rank() == 0) {
-    SendChannel out = make_send(runtime, shape);
-    CHECK(out.wait_connected().has_value(), "connect");
+    SendChannel out = connected_send(runtime, shape);
     send_stream(out, 0, count);
     fmt::print("rank 0: {} waits for a warm slot\n", tether::channel_stats(runtime).warm_slot_waits);
     return;
   }
-  ReceiveChannel in = make_receive(runtime, shape);
-  CHECK(in.wait_connected().has_value(), "connect");
+  ReceiveChannel in = connected_receive(runtime, shape);
   std::uint64_t bad = 0;
   for (std::uint64_t first = 0, hold = 1; first < count; first += hold, hold = hold % shape.slots + 1) {
     std::vector<Bytes> held;
@@ -286,8 +291,7 @@ void partitioned(Runtime& runtime) {
                      .partitions = kParts};
   std::uint64_t count = count_or(50);
   if (runtime.rank() == 0) {
-    SendChannel out = make_send(runtime, shape);
-    CHECK(out.wait_connected().has_value(), "connect");
+    SendChannel out = connected_send(runtime, shape);
     for (std::uint64_t i = 0; i < count; ++i) {
       std::span<std::byte> buffer;
       while (out.next_buffer(buffer) == Status::retry) {
@@ -307,8 +311,7 @@ void partitioned(Runtime& runtime) {
       CHECK(out.wait() == Status::done, "{}", out.last_error().message());
     }
   } else {
-    ReceiveChannel in = make_receive(runtime, shape);
-    CHECK(in.wait_connected().has_value(), "connect");
+    ReceiveChannel in = connected_receive(runtime, shape);
     bool saw_last_before_first = false;
     while (!in.arrived(kParts - 1)) {
     }
@@ -435,8 +438,7 @@ void user_slots(Runtime& runtime) {
   ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 18, .slot_bytes = 8192, .slots = 4};
   std::uint64_t count = count_or(2000);
   if (runtime.rank() == 0) {
-    SendChannel out = make_send(runtime, shape);
-    CHECK(out.wait_connected().has_value(), "connect");
+    SendChannel out = connected_send(runtime, shape);
     send_stream(out, 0, count);
     CHECK(out.wait() == Status::done, "wait: {}", out.last_error().message());
     CHECK(tether::channel_stats(runtime).direct_stores == 0, "direct stores into user memory");
@@ -551,8 +553,7 @@ void fan_in(Runtime& runtime) {
   std::uint64_t count = count_or(20000);
   ChannelShape shape{.peer = 0, .tag = 27, .slot_bytes = 512, .slots = 8};
   if (runtime.rank() != 0) {
-    SendChannel out = make_send(runtime, shape);
-    CHECK(out.wait_connected().has_value(), "connect");
+    SendChannel out = connected_send(runtime, shape);
     send_stream(out, static_cast<int>(runtime.rank()), count);
     return;
   }
