@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -19,6 +20,7 @@
 
 #include "runtime/base/config.hpp"
 #include "tests/transport/transport_support.hpp"
+#include "transport/tcp/copy_failure_injection.hpp"
 #include "transport/tcp/tcp_wire.hpp"
 
 namespace tether::testing {
@@ -313,6 +315,155 @@ TEST(TcpOwnTest, APeerThatNeverAnswersTheConnectFailsAfterTheTimeoutAndBlocksNot
   EXPECT_GE(waited, timeout);
   EXPECT_EQ(endpoint.send(*lost, "again", 6, nullptr, 0), Status::error) << "a peer whose connect failed is not dead";
   EXPECT_EQ(endpoint.last_error().code, Errc::peer_unreachable);
+}
+
+// Two tcp-own endpoints of this process on lo, each inserted at the other, connected by
+// one message from `sender` to `receiver`. Only the receiver's posted receives let it read
+// message frames, so the sender's socket fills while it posts none.
+struct LoopbackPair {
+  std::unique_ptr<transport::Transport> sender;
+  std::unique_ptr<transport::Transport> receiver;
+  transport::PeerIndex receiver_at_sender = transport::kUnknownPeer;
+  std::vector<Completion> received;  // the receiver's receive completions, in order
+
+  // Polls both; false when either reported an error (named by the test's failure).
+  bool poll_both() {
+    Completion completions[16];
+    for (std::size_t i = 0, n = sender->poll(completions); i < n; ++i) {
+      EXPECT_NE(completions[i].kind, CompletionKind::error) << "sender: " << completions[i].cause;
+      if (completions[i].kind == CompletionKind::error) return false;
+    }
+    for (std::size_t i = 0, n = receiver->poll(completions); i < n; ++i) {
+      EXPECT_EQ(completions[i].kind, CompletionKind::receive) << "receiver: " << completions[i].cause;
+      if (completions[i].kind != CompletionKind::receive) return false;
+      received.push_back(completions[i]);
+    }
+    return true;
+  }
+  // Polls until the receiver took `count` messages in all; false after 30 s or an error.
+  bool receive_until(std::size_t count) {
+    auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (received.size() < count)
+      if (!poll_both() || std::chrono::steady_clock::now() > deadline) return false;
+    return true;
+  }
+  // Sends, polling both while the sender answers retry.
+  Status send(const void* buffer, std::size_t length, std::uint64_t context) {
+    auto deadline = std::chrono::steady_clock::now() + 30s;
+    for (;;) {
+      Status status = sender->send(receiver_at_sender, buffer, length, nullptr, context);
+      if (status != Status::retry || !poll_both() || std::chrono::steady_clock::now() > deadline) return status;
+    }
+  }
+};
+
+void open_loopback_pair(LoopbackPair& pair) {
+  auto sender = transport::open_transport("tcp-own:lo");
+  auto receiver = transport::open_transport("tcp-own:lo");
+  ASSERT_TRUE(sender && receiver);
+  pair.sender = std::move(*sender);
+  pair.receiver = std::move(*receiver);
+  auto at_sender = pair.sender->insert_peer(pair.receiver->address());
+  auto at_receiver = pair.receiver->insert_peer(pair.sender->address());
+  ASSERT_TRUE(at_sender && at_receiver);
+  pair.receiver_at_sender = *at_sender;
+  static char greeting[8];
+  ASSERT_EQ(pair.receiver->post_receive(greeting, sizeof greeting, nullptr, 0), Status::posted);
+  ASSERT_NE(pair.send("hello", 6, 0), Status::error) << pair.sender->last_error().message();
+  ASSERT_TRUE(pair.receive_until(1));
+  pair.received.clear();
+}
+
+// The receiver takes `count` messages of `bytes` into buffers of its own; each must hold
+// fill_pattern(seed = its index), in order.
+void expect_patterns_landed(LoopbackPair& pair, const std::deque<std::vector<std::byte>>& landed, std::size_t bytes) {
+  std::vector<std::byte> expected(bytes);
+  for (std::size_t k = 0; k < landed.size(); ++k) {
+    ASSERT_LT(k, pair.received.size());
+    EXPECT_EQ(pair.received[k].context, k) << "message " << k << " out of order";
+    EXPECT_EQ(pair.received[k].length, bytes);
+    fill_pattern(expected.data(), bytes, k);
+    EXPECT_EQ(checksum(landed[k].data(), bytes), checksum(expected.data(), bytes))
+        << "message " << k << " did not land as sent";
+  }
+}
+
+// tcp-own copies a small payload that has to wait in its queue, so the caller may reuse
+// its buffer at once. When that copy fails (injected; as at std::bad_alloc) and none of
+// the frame has left, the frame is taken back out of the queue and the send answers
+// retry: the caller's buffer, reused at once, must never go out in its place, and the
+// message sent again lands once, in order.
+TEST(TcpOwnTest, ASmallSendWhoseCopyFailsIsUnqueuedForRetryAndTheCallersReusedBufferNeverLeaves) {
+  LoopbackPair pair;
+  ASSERT_NO_FATAL_FAILURE(open_loopback_pair(pair));
+  constexpr std::size_t kBytes = 4096;
+  ASSERT_LE(kBytes, pair.sender->limits().inject_bytes);
+  transport::tcp::inject_copy_failures(1, 1);  // the first frame that waits is copied, the next one's copy fails
+  std::vector<std::byte> buffer(kBytes);
+  std::uint64_t refused = 0;
+  for (Status status = Status::done; status != Status::retry; ++refused) {
+    ASSERT_LT(refused, 100000U) << "the receiver's socket never filled";
+    fill_pattern(buffer.data(), kBytes, refused);
+    status = pair.sender->send(pair.receiver_at_sender, buffer.data(), kBytes, nullptr, refused);
+    ASSERT_EQ(status == Status::done || status == Status::retry, true)
+        << "a small send answered neither done nor retry: " << pair.sender->last_error().message();
+    if (status == Status::retry) break;
+  }
+  EXPECT_FALSE(transport::tcp::copy_failure_injected()) << "the sends never reached the injected failure";
+  fill_pattern(buffer.data(), kBytes, 0xdead);  // the caller reuses its buffer at once
+  std::deque<std::vector<std::byte>> landed(refused + 2, std::vector<std::byte>(kBytes));
+  for (std::size_t k = 0; k < landed.size(); ++k)
+    ASSERT_EQ(pair.receiver->post_receive(landed[k].data(), kBytes, nullptr, k), Status::posted);
+  for (std::uint64_t k = refused; k < landed.size(); ++k) {
+    fill_pattern(buffer.data(), kBytes, k);
+    ASSERT_NE(pair.send(buffer.data(), kBytes, k), Status::error) << pair.sender->last_error().message();
+  }
+  ASSERT_TRUE(pair.receive_until(landed.size())) << pair.received.size() << " of " << landed.size() << " arrived";
+  expect_patterns_landed(pair, landed, kBytes);
+  transport::tcp::inject_copy_failures(0, 0);
+}
+
+// When the copy fails after part of the frame left, the frame cannot be taken back: the
+// connection closes, the send fails naming the cause and the remedy, later sends to that
+// peer fail at once, and the receiver got every frame reported done, intact, and nothing
+// of the broken one.
+TEST(TcpOwnTest, ASmallSendWhoseCopyFailsAfterPartOfItLeftClosesTheConnectionAndSaysWhy) {
+  LoopbackPair pair;
+  ASSERT_NO_FATAL_FAILURE(open_loopback_pair(pair));
+  const std::size_t bytes = pair.sender->limits().inject_bytes - 100;  // the socket ends up taking part of one
+  transport::tcp::inject_copy_failures(0, UINT32_MAX);
+  std::vector<std::byte> buffer(bytes);
+  std::deque<std::vector<std::byte>> landed;
+  auto post_one_receive = [&] {
+    landed.emplace_back(bytes);
+    return pair.receiver->post_receive(landed.back().data(), bytes, nullptr, landed.size() - 1);
+  };
+  std::uint64_t sent = 0;
+  Status status = Status::done;
+  for (int attempts = 0; status != Status::error; ++attempts) {
+    ASSERT_LT(attempts, 100000) << "no send ever left part of a frame";
+    fill_pattern(buffer.data(), bytes, sent);
+    status = pair.sender->send(pair.receiver_at_sender, buffer.data(), bytes, nullptr, sent);
+    if (status == Status::done) ++sent;
+    if (status == Status::retry) {  // none of it left (the socket was full): let the receiver take one
+      ASSERT_EQ(post_one_receive(), Status::posted);
+      ASSERT_TRUE(pair.poll_both());
+    }
+  }
+  transport::tcp::inject_copy_failures(0, 0);
+  const Error& error = pair.sender->last_error();
+  EXPECT_EQ(error.code, Errc::out_of_memory) << error.message();
+  EXPECT_NE(error.cause.find("part of it had left"), std::string::npos) << error.message();
+  EXPECT_NE(error.remedy.find("ulimit -v"), std::string::npos) << error.message();
+  EXPECT_EQ(pair.sender->send(pair.receiver_at_sender, "late", 5, nullptr, 0), Status::error);
+  EXPECT_EQ(pair.sender->last_error().code, Errc::peer_unreachable) << pair.sender->last_error().message();
+  while (landed.size() <= sent) ASSERT_EQ(post_one_receive(), Status::posted);  // one more than sent: must stay empty
+  ASSERT_TRUE(pair.receive_until(sent)) << pair.received.size() << " of " << sent << " arrived";
+  for (auto until = std::chrono::steady_clock::now() + 200ms; std::chrono::steady_clock::now() < until;)
+    ASSERT_TRUE(pair.poll_both());
+  EXPECT_EQ(pair.received.size(), sent) << "part of the broken frame was delivered as a message";
+  landed.pop_back();
+  expect_patterns_landed(pair, landed, bytes);
 }
 
 TEST(TcpOwnTest, UnknownInterfaceIsAClearErrorNamingTheOnesUp) {

@@ -5,16 +5,21 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
 #include "runtime/base/log.hpp"
+#include "transport/tcp/copy_failure_injection.hpp"
 #include "transport/tcp/tcp_transport.hpp"
 
 namespace tether::transport::tcp {
 namespace {
 
 constexpr std::size_t kMostIovecs = 64;
+
+std::atomic<std::uint32_t> injected_successes_left{0};
+std::atomic<std::uint32_t> injected_failures_left{0};
 
 std::size_t frame_bytes(const OutgoingFrame& frame) noexcept {
   return sizeof(FrameHeader) + payload_on_wire(frame.header);
@@ -31,6 +36,21 @@ void gather(const OutgoingFrame& frame, iovec* vectors, std::size_t& count) noex
 }
 
 }  // namespace
+
+void inject_copy_failures(std::uint32_t successes, std::uint32_t failures) noexcept {
+  injected_successes_left.store(successes, std::memory_order_relaxed);
+  injected_failures_left.store(failures, std::memory_order_relaxed);
+}
+
+bool copy_failure_injected() noexcept {
+  if (injected_failures_left.load(std::memory_order_relaxed) == 0) return false;
+  if (injected_successes_left.load(std::memory_order_relaxed) > 0) {
+    injected_successes_left.fetch_sub(1, std::memory_order_relaxed);
+    return false;
+  }
+  injected_failures_left.fetch_sub(1, std::memory_order_relaxed);
+  return true;
+}
 
 // Sends what the socket takes now. false: the connection broke and was closed.
 bool TcpTransport::flush(Connection& connection) noexcept {
@@ -123,8 +143,13 @@ Status TcpTransport::queue_frame(Connection& connection, const FrameHeader& head
   }
   if (!enqueue(connection, header, payload, context, sent)) {
     if (sent == 0) return Status::retry;
+    PeerIndex peer = connection.peer;
     close_connection(connection, "no memory to queue the rest of a frame");
-    return fail(Errc::out_of_memory, "no memory to queue the rest of a frame", "free memory");
+    return fail(Errc::out_of_memory,
+                fmt::format("no memory to queue the rest of a frame to peer {}: part of it had left, so the "
+                            "connection was closed",
+                            peer),
+                kOutOfMemoryRemedy);
   }
   Status status = keep_unsent(connection.output.back(), keep);
   if (status == Status::retry) return drop_uncopied(connection, sent);
@@ -141,8 +166,13 @@ Status TcpTransport::drop_uncopied(Connection& connection, std::size_t sent) noe
     connection.output.pop_back();
     return Status::retry;
   }
+  PeerIndex peer = connection.peer;
   close_connection(connection, "no memory to copy the rest of a frame");
-  return fail(Errc::out_of_memory, "no memory to copy the rest of a frame", "free memory");
+  return fail(Errc::out_of_memory,
+              fmt::format("no memory to copy the rest of a frame to peer {}: part of it had left, so the connection "
+                          "was closed",
+                          peer),
+              kOutOfMemoryRemedy);
 }
 
 // What the caller's payload becomes once its frame waits in the queue.
@@ -152,6 +182,7 @@ Status TcpTransport::keep_unsent(OutgoingFrame& frame, Keep keep) noexcept {
     return Status::posted;
   }
   if (keep == Keep::copy && frame.payload != nullptr) {
+    if (copy_failure_injected()) return Status::retry;
     try {
       frame.owned.assign(frame.payload, frame.payload + frame.header.length);
     } catch (const std::bad_alloc&) {
