@@ -6,7 +6,8 @@
 # tcp (TETHER_SHM=off: tcp-own on lo); tether-mpi-bench-persist under mpirun on-node (Open MPI's
 # default) and over TCP (btl self,tcp, pml ob1, on lo). Each figure is the best of ROUNDS
 # alternating runs, so load from other processes penalises both sides alike. Prints the
-# figures at every size, then the issue's bars with ratios.
+# figures at every size, then the issue's bars with ratios, then the on-node floor of the
+# same run (tether-bench-cache-line: no on-node message can arrive sooner).
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-2}
@@ -60,6 +61,9 @@ best() {
 }
 
 for round in $(seq 1 "$rounds"); do
+  if [ -x "$apps/tether-bench-cache-line" ]; then
+    "$apps/tether-bench-cache-line" --csv >"$results/floor.$round" 2>&1 || echo "# tether-bench-cache-line failed"
+  fi
   for path in shm ofi-shm tcp; do
     tether_run "$path" "$round"
     if ((have_mpi)) && [ "$path" != ofi-shm ]; then mpi_run "$path" "$round"; fi
@@ -130,4 +134,8 @@ row ofi-shm "1 MiB bw (MB/s)" 1048576 bandwidth "(on-node bar, libfabric shm)" "
 row tcp "8 B latency (us)" 8 latency "ratio <= 1.0 (no slower over tcp)" "ratio<=1.0"
 row tcp "1 MiB latency (us)" 1048576 latency "ratio <= 1.0 (no slower over tcp)" "ratio<=1.0"
 row tcp "1 MiB bw (MB/s)" 1048576 bandwidth "ratio >= 1.0 (no slower over tcp)" "ratio>=1.0"
+floor=$(best floor cache-line 64 latency)
+echo
+echo "# on-node floor: one 64-byte cache line bounced between two CPUs (tether-bench-cache-line), best of" \
+  "$rounds: $floor us; the channel's 8 B on-node latency is $(ratio "$(best tether-shm channel 8 latency)" "$floor")x it"
 exit 0

@@ -97,6 +97,10 @@ for round in $(seq 1 "$rounds"); do
   transport_latency tcp-own tcp "$round"  # TETHER_SHM=off's default without an RDMA provider
   fi_pingpong_latency shm "$round"
   fi_pingpong_latency tcp "$round"
+  # the on-node floor: a cache line bounced between two CPUs, as "size,latency" rows
+  if [ -x "$build/apps/bench/tether-bench-cache-line" ]; then
+    "$build/apps/bench/tether-bench-cache-line" --csv | awk -F, '$1 == "cache-line" { print "8," $3 }' >"$results/floor.$round"
+  fi
 done
 
 # full_table NAME TITLE COLUMN min|max: the best-of-rounds table at every size
@@ -138,4 +142,6 @@ for path in shm tcp; do
     "$transport_level" "$(ratio "$tether" "$transport_level")" "$libfabric" "$(ratio "$tether" "$libfabric")"
 done
 [ "$(best transport-shm 8 min)" = n/a ] && echo "# transport-level n/a: tether-bench-transport missing or printed no figure"
+echo "# on-node floor (tether-bench-cache-line: one cache line bounced between two CPUs): $(best floor 8 min) us;" \
+  "tether's on-node 8 B is $(ratio "$(best tether-shm-pingpong 8 min)" "$(best floor 8 min)")x it"
 exit 0

@@ -44,6 +44,7 @@ class Block {
   [[nodiscard]] const Cells3& extent() const { return extent_; }   // owned cells per axis
   [[nodiscard]] const Cells3& ghost() const { return ghost_; }     // ghost width per axis
   [[nodiscard]] std::int64_t owned_cells() const { return extent_[0] * extent_[1] * extent_[2]; }
+  [[nodiscard]] Box owned_box() const { return Box{{0, 0, 0}, extent_}; }
   [[nodiscard]] int fields() const { return fields_; }
 
   // Element offset of local cell (x, y, z) inside one field; ghosts have negative indices.

@@ -108,7 +108,7 @@ int run_with_backend(AppOptions& options, CommBackend& backend) {
   if (!exchange) return report_error(options, exchange.error(), kExitSetup);
   if (auto ready = backend.barrier(); !ready) return report_error(options, ready.error(), kExitSetup);
 
-  LoopSettings settings{options.fault, backend.rank() == (backend.size() > 1 ? 1 : 0)};
+  LoopSettings settings{options.fault, backend.rank() == (backend.size() > 1 ? 1 : 0), options.overlap};
   auto times = run_iterations(block, problem, plan, **exchange, settings);
   if (!times) {
     (void)report_error(options, times.error(), kExitRun);
@@ -134,6 +134,7 @@ int run_with_backend(AppOptions& options, CommBackend& backend) {
     summary = summarise(reports, problem);
     summary.app = options.app;
     summary.comm = options.comm;
+    summary.overlap = options.overlap;
     judge(summary, options);
     verified = summary.verified ? 1 : 0;
   }

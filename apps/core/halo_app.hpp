@@ -27,6 +27,7 @@ struct AppOptions {
   OutputFormat format = OutputFormat::table;
   std::string png_path;
   Fault fault = Fault::none;
+  bool overlap = true;  // compute the interior while the halos travel
 };
 
 // Options both apps take (--iterations, --fields, --comm, --verify, --json, ...).

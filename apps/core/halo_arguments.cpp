@@ -60,6 +60,15 @@ std::vector<ArgumentSpec> common_arguments(AppOptions& options) {
          options.comm = std::string(v);
          return {};
        }},
+      {"--overlap", "on|off",
+       "on (default): compute the cells that need no halo while the halos travel; off: exchange first",
+       [&](std::string_view v) -> Expected<void> {
+         if (v != "on" && v != "off")
+           return make_error(Errc::invalid_argument, fmt::format("--overlap {}: not on or off", v),
+                             "use --overlap on or --overlap off");
+         options.overlap = v == "on";
+         return {};
+       }},
       {"--verify", "MODE",
        "auto (analytic check, plus the serial reference on grids up to 4M values), serial, analytic or none",
        [&](std::string_view v) -> Expected<void> {

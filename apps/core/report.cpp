@@ -31,9 +31,10 @@ std::string json_escape(std::string_view text) {
 
 std::string format_table(const RunSummary& s) {
   std::string text = fmt::format(
-      "# {} comm={} ranks={} procs={} grid={} radius={} fields={} iterations={} compute-us={} stencil={}\n", s.app,
-      s.comm, s.ranks, format_procs(s.problem), format_cells(s.problem), s.problem.radius, s.problem.fields,
-      s.problem.iterations, s.problem.compute_us, stencil_copy_name());
+      "# {} comm={} ranks={} procs={} grid={} radius={} fields={} iterations={} compute-us={} stencil={} "
+      "overlap={}\n",
+      s.app, s.comm, s.ranks, format_procs(s.problem), format_cells(s.problem), s.problem.radius, s.problem.fields,
+      s.problem.iterations, s.problem.compute_us, stencil_copy_name(), s.overlap ? "on" : "off");
   text += fmt::format("# checksum 0x{:016x}\n", s.checksum);
   text += fmt::format("# {:<12}{:>16}{:>18}{:>16}{:>16}{:>14}\n", "Comm", "Iter min (us)", "Iter median (us)",
                       "Comm share (%)", "Halo MB/s", "MFlop/s");
@@ -45,11 +46,12 @@ std::string format_table(const RunSummary& s) {
 std::string format_csv(const RunSummary& s) {
   return fmt::format(
       "app,comm,ranks,procs,grid,radius,fields,iterations,compute_us,iter_us_min,iter_us_median,"
-      "comm_share_percent,halo_mb_per_s,mflops,checksum,verified\n"
-      "{},{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.2f},{:.3f},{:.3f},0x{:016x},{}\n",
+      "comm_share_percent,halo_mb_per_s,mflops,checksum,verified,overlap\n"
+      "{},{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.2f},{:.3f},{:.3f},0x{:016x},{},{}\n",
       s.app, s.comm, s.ranks, format_procs(s.problem), format_cells(s.problem), s.problem.radius,
       s.problem.fields, s.problem.iterations, s.problem.compute_us, s.iteration_us_min, s.iteration_us_median,
-      s.comm_share_percent, s.halo_bytes_per_s / 1e6, s.mflops, s.checksum, s.verified ? "yes" : "no");
+      s.comm_share_percent, s.halo_bytes_per_s / 1e6, s.mflops, s.checksum, s.verified ? "yes" : "no",
+      s.overlap ? "on" : "off");
 }
 
 std::string format_json(const RunSummary& s) {
@@ -58,12 +60,14 @@ std::string format_json(const RunSummary& s) {
       "\"radius\": {}, \"fields\": {}, \"iterations\": {}, \"compute_us\": {}, "
       "\"iteration_us\": {{\"min\": {:.3f}, \"median\": {:.3f}}}, \"comm_share_percent\": {:.2f}, "
       "\"halo_bytes_per_s\": {:.1f}, \"mflops\": {:.3f}, \"checksum\": \"0x{:016x}\", "
-      "\"analytic_relative_error\": {:.3e}, \"verified\": {}, \"verification\": \"{}\", \"png\": {}}}\n",
+      "\"analytic_relative_error\": {:.3e}, \"verified\": {}, \"verification\": \"{}\", \"png\": {}, "
+      "\"overlap\": {}}}\n",
       s.app, s.comm, s.ranks, format_procs(s.problem), format_cells(s.problem), s.problem.radius,
       s.problem.fields, s.problem.iterations, s.problem.compute_us, s.iteration_us_min, s.iteration_us_median,
       s.comm_share_percent, s.halo_bytes_per_s, s.mflops, s.checksum, s.analytic_relative_error,
       s.verified ? "true" : "false", json_escape(s.verification),
-      s.png_path.empty() ? std::string("null") : fmt::format("\"{}\"", json_escape(s.png_path)));
+      s.png_path.empty() ? std::string("null") : fmt::format("\"{}\"", json_escape(s.png_path)),
+      s.overlap ? "true" : "false");
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ struct RankReport {
 struct RunSummary {
   std::string app;
   std::string comm;
+  bool overlap = true;             // the interior was computed while the halos travelled
   Problem problem;
   int ranks = 1;
   double iteration_us_min = 0;     // over ranks, of each rank's mean time per iteration

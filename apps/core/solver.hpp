@@ -1,5 +1,7 @@
-// The iteration loop shared by every --comm mode: pack faces, exchange, unpack, reflect
-// at the grid's edges, apply the stencil, burn the optional compute time.
+// The iteration loop shared by every --comm mode: pack faces, start the exchange, reflect
+// at the grid's edges, compute the cells that read no neighbour's halo (and burn the
+// optional compute time) while the halos travel, finish the exchange, unpack, compute the
+// rest. Without overlap the exchange finishes before any cell is computed.
 #pragma once
 
 #include <vector>
@@ -18,6 +20,10 @@ struct HaloPlan {
   std::vector<int> receive_faces;  // receive_buffer(i) is unpacked into ghost face receive_faces[i]
   std::vector<int> edge_faces;
   std::size_t halo_bytes_per_iteration = 0;  // bytes this rank sends per iteration
+  // The owned cells split by what they read: `interior` reads no ghost a neighbour fills
+  // (its x range kept to whole cache lines where it can); `rim` is the rest, in boxes.
+  Box interior;
+  std::vector<Box> rim;
 };
 
 // Message tags name the receiver's ghost face, so a rank that is both neighbours of
@@ -29,13 +35,14 @@ enum class Fault { none, stale_ghosts, killed };
 
 struct LoopTimes {
   double total_s = 0;
-  double comm_s = 0;     // pack + exchange + unpack + edge reflection
+  double comm_s = 0;     // pack + exchange + unpack + edge reflection (what overlap left exposed)
   double compute_s = 0;  // stencil + compute knob
 };
 
 struct LoopSettings {
   Fault fault = Fault::none;
   bool fault_rank = false;  // this rank injects the fault
+  bool overlap = true;       // compute the interior while the halos travel
 };
 
 // Runs problem.iterations iterations. Fails only when the exchange fails.

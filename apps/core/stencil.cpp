@@ -80,16 +80,20 @@ const char* stencil_copy_name() noexcept {
   return cpu_has_avx2_stencil() ? "avx2" : "baseline";
 }
 
-void apply_stencil_baseline(Block& block, int dims, const StencilWeights& weights) {
-  apply_stencil_fields(block, dims, weights);
+void apply_stencil_baseline(Block& block, int dims, const StencilWeights& weights, const Box& cells) {
+  apply_stencil_fields(block, dims, weights, cells);
+}
+
+void apply_stencil(Block& block, int dims, const StencilWeights& weights, const Box& cells) {
+#if defined(TETHER_APPS_STENCIL_X86)
+  if (cpu_has_avx512_stencil()) return apply_stencil_avx512(block, dims, weights, cells);
+  if (cpu_has_avx2_stencil()) return apply_stencil_avx2(block, dims, weights, cells);
+#endif
+  apply_stencil_baseline(block, dims, weights, cells);
 }
 
 void apply_stencil(Block& block, int dims, const StencilWeights& weights) {
-#if defined(TETHER_APPS_STENCIL_X86)
-  if (cpu_has_avx512_stencil()) return apply_stencil_avx512(block, dims, weights);
-  if (cpu_has_avx2_stencil()) return apply_stencil_avx2(block, dims, weights);
-#endif
-  apply_stencil_baseline(block, dims, weights);
+  apply_stencil(block, dims, weights, block.owned_box());
 }
 
 std::vector<Mode> modes_of_field(int field, int dims) {

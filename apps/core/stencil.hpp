@@ -22,17 +22,19 @@ struct StencilWeights {
 [[nodiscard]] std::int64_t flops_per_cell(int radius, int dims);
 
 // One iteration over the owned cells of every field: block.next = stencil(block.current).
-// The order of operations per cell never depends on the decomposition, so every process
-// grid computes bitwise-identical fields.
+// The order of operations per cell never depends on the decomposition, nor on how the
+// cells are split into boxes, so every process grid computes bitwise-identical fields.
 void apply_stencil(Block& block, int dims, const StencilWeights& weights);
+// The same for the owned cells of `cells` only.
+void apply_stencil(Block& block, int dims, const StencilWeights& weights, const Box& cells);
 // apply_stencil picks one of three copies of the loops by the CPU. Each, for the test
 // that compares them bit for bit: the baseline copy and, on x86-64 builds, the AVX2 and
 // the AVX-512 copies (callable only where cpu_has_avx2_stencil() and
 // cpu_has_avx512_stencil() say so).
-void apply_stencil_baseline(Block& block, int dims, const StencilWeights& weights);
+void apply_stencil_baseline(Block& block, int dims, const StencilWeights& weights, const Box& cells);
 #if defined(TETHER_APPS_STENCIL_X86)
-void apply_stencil_avx2(Block& block, int dims, const StencilWeights& weights);
-void apply_stencil_avx512(Block& block, int dims, const StencilWeights& weights);
+void apply_stencil_avx2(Block& block, int dims, const StencilWeights& weights, const Box& cells);
+void apply_stencil_avx512(Block& block, int dims, const StencilWeights& weights, const Box& cells);
 #endif
 [[nodiscard]] bool cpu_has_avx2_stencil() noexcept;
 [[nodiscard]] bool cpu_has_avx512_stencil() noexcept;

@@ -4,8 +4,8 @@
 
 namespace tether::apps {
 
-void apply_stencil_avx2(Block& block, int dims, const StencilWeights& weights) {
-  apply_stencil_fields(block, dims, weights);
+void apply_stencil_avx2(Block& block, int dims, const StencilWeights& weights, const Box& cells) {
+  apply_stencil_fields(block, dims, weights, cells);
 }
 
 }  // namespace tether::apps

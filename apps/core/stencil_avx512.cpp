@@ -79,8 +79,8 @@ TETHER_STENCIL_TARGET std::int64_t wide_row_cells(const double* in, double* out,
 
 namespace tether::apps {
 
-void apply_stencil_avx512(Block& block, int dims, const StencilWeights& weights) {
-  apply_stencil_fields(block, dims, weights);
+void apply_stencil_avx512(Block& block, int dims, const StencilWeights& weights, const Box& cells) {
+  apply_stencil_fields(block, dims, weights, cells);
 }
 
 }  // namespace tether::apps

@@ -78,6 +78,39 @@ TEST(HaloPlanTest, SendsAndReceivesPairUp) {
   }
 }
 
+// The interior (computed while halos travel) and the rim cover every owned cell once; no
+// interior cell is within `radius` of a face a neighbour fills, and with a neighbour
+// across x the interior's rows start and end on a cache line (8 doubles).
+TEST(HaloPlanTest, InteriorAndRimCoverTheBlockOnceAndTheInteriorNeedsNoHalo) {
+  for (int dims : {2, 3}) {
+    for (int radius : {1, 3}) {
+      Problem problem{dims, {61, 37, dims == 3 ? 29 : 1}, balanced_process_grid(12, dims), radius, 1, 1, 0};
+      for (int rank = 0; rank < 12; ++rank) {
+        Block block(problem, rank);
+        HaloPlan plan = make_halo_plan(block, problem, rank);
+        std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, int> visits;
+        auto count = [&](const Box& box) {
+          for_each_cell(box, [&](std::int64_t x, std::int64_t y, std::int64_t z) { ++visits[{x, y, z}]; });
+        };
+        count(plan.interior);
+        for (const Box& box : plan.rim) count(box);
+        ASSERT_EQ(static_cast<std::int64_t>(visits.size()), block.owned_cells()) << "rank " << rank;
+        for (const auto& [cell, times] : visits) ASSERT_EQ(times, 1) << "rank " << rank << " computes a cell twice";
+        if (plan.interior.cells() == 0) continue;
+        for (int face : plan.receive_faces) {
+          int axis = face_axis(face);
+          std::int64_t bound = face_is_high(face) ? plan.interior.hi[axis] : plan.interior.lo[axis];
+          std::int64_t room = face_is_high(face) ? block.extent()[axis] - bound : bound;
+          EXPECT_GE(room, radius) << "rank " << rank << " face " << face;
+          if (axis == 0) {
+            EXPECT_EQ(bound % 8, 0) << "rank " << rank << " face " << face;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(HaloBlockTest, EdgeGhostsMirrorWithTheSignFlipped) {
   Problem problem{2, {8, 6, 1}, {1, 1, 1}, 3, 1, 1, 0};
   Block block(problem, 0);
@@ -209,7 +242,7 @@ TEST(HaloVerifyTest, SerialRunMatchesTheAnalyticSolution) {
 // 8 and 16 cells, whose last vector reads the right ghosts, 33 and 37, which the baseline
 // loop finishes, and 5, shorter than one vector).
 #if defined(TETHER_APPS_STENCIL_X86)
-void expect_copy_matches_the_baseline(void (*copy)(Block&, int, const StencilWeights&), const char* name) {
+void expect_copy_matches_the_baseline(void (*copy)(Block&, int, const StencilWeights&, const Box&), const char* name) {
   for (int dims : {2, 3}) {
     for (std::int64_t row_cells : {8, 16, 33, 37, 5}) {
       for (int radius = 1; radius <= 4; ++radius) {
@@ -219,8 +252,8 @@ void expect_copy_matches_the_baseline(void (*copy)(Block&, int, const StencilWei
         for (int face = 0; face < 2 * dims; ++face) baseline.reflect_at_edge(face);
         Block wide = baseline;
         StencilWeights weights = stencil_weights(radius, dims);
-        apply_stencil_baseline(baseline, dims, weights);
-        copy(wide, dims, weights);
+        apply_stencil_baseline(baseline, dims, weights, baseline.owned_box());
+        copy(wide, dims, weights, wide.owned_box());
         for (int field = 0; field < 2; ++field) {
           for_each_cell(Box{{0, 0, 0}, baseline.extent()}, [&](std::int64_t x, std::int64_t y, std::int64_t z) {
             std::size_t at = baseline.index(x, y, z);

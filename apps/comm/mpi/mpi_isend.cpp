@@ -1,5 +1,5 @@
 // --comm mpi: every iteration posts one MPI_Irecv per receive and one MPI_Isend per send,
-// then waits for all of them.
+// and finish() waits for all of them.
 #include <fmt/format.h>
 
 #include "apps/comm/mpi/mpi_backend.hpp"
@@ -17,7 +17,7 @@ class MpiIsendExchange final : public HaloExchange {
   std::span<double> send_buffer(std::size_t index) noexcept override { return buffers_.sends[index]; }
   std::span<const double> receive_buffer(std::size_t index) noexcept override { return buffers_.receives[index]; }
 
-  Status exchange() noexcept override {
+  Status start() noexcept override {
     std::size_t next = 0;
     for (std::size_t i = 0; i < pattern_.receives.size(); ++i) {
       const HaloMessage& message = pattern_.receives[i];
@@ -31,7 +31,11 @@ class MpiIsendExchange final : public HaloExchange {
                            message.peer, message.tag, MPI_COMM_WORLD, &requests_[next++]);
       if (code != MPI_SUCCESS) return fail("MPI_Isend", code);
     }
-    int code = MPI_Waitall(static_cast<int>(next), requests_.data(), MPI_STATUSES_IGNORE);
+    return Status::done;
+  }
+
+  Status finish() noexcept override {
+    int code = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
     return code == MPI_SUCCESS ? Status::done : fail("MPI_Waitall", code);
   }
 

@@ -1,5 +1,5 @@
 // --comm mpi-persist: MPI_Recv_init/MPI_Send_init once per message when the exchange is
-// created; every iteration is one MPI_Startall and one MPI_Waitall.
+// created; every iteration is one MPI_Startall (start()) and one MPI_Waitall (finish()).
 #include <fmt/format.h>
 
 #include "apps/comm/mpi/mpi_backend.hpp"
@@ -42,13 +42,16 @@ class MpiPersistentExchange final : public HaloExchange {
   std::span<double> send_buffer(std::size_t index) noexcept override { return buffers_.sends[index]; }
   std::span<const double> receive_buffer(std::size_t index) noexcept override { return buffers_.receives[index]; }
 
-  Status exchange() noexcept override {
+  Status start() noexcept override {
     if (requests_.empty()) return Status::done;
-    int count = static_cast<int>(requests_.size());
-    if (int code = MPI_Startall(count, requests_.data()); code != MPI_SUCCESS) return fail("MPI_Startall", code);
-    if (int code = MPI_Waitall(count, requests_.data(), MPI_STATUSES_IGNORE); code != MPI_SUCCESS)
-      return fail("MPI_Waitall", code);
-    return Status::done;
+    int code = MPI_Startall(static_cast<int>(requests_.size()), requests_.data());
+    return code == MPI_SUCCESS ? Status::done : fail("MPI_Startall", code);
+  }
+
+  Status finish() noexcept override {
+    if (requests_.empty()) return Status::done;
+    int code = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    return code == MPI_SUCCESS ? Status::done : fail("MPI_Waitall", code);
   }
 
  private:

@@ -2,9 +2,10 @@
 // connected once in create_exchange(). The shared loop packs straight into each send
 // channel's pinned buffer and unpacks from where each message landed: no copy besides them.
 //
-// Per iteration: release the messages the previous iteration landed, start every send,
-// wait for every receive, wait until every send left (its buffer may be packed again).
-// A landed message stays put until the next exchange(), after the loop unpacked it.
+// Per iteration, start(): release the messages the previous iteration landed, start every
+// send; finish(): wait for every receive, wait until every send left (its buffer may be
+// packed again). A landed message stays put until the next start(), after the loop
+// unpacked it.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -21,7 +22,7 @@ namespace tether::apps {
 namespace {
 
 // Two landing slots per channel: a sender starts the next iteration's message while its
-// receiver still holds this one (released only at the start of its next exchange).
+// receiver still holds this one (released only at its next start()).
 constexpr std::uint32_t kSlotsPerChannel = 2;
 
 std::size_t bytes_of(const HaloMessage& message) { return message.doubles * sizeof(double); }
@@ -77,9 +78,12 @@ class PersistentChannelExchange final : public HaloExchange {
     return {reinterpret_cast<const double*>(message.data()), message.size() / sizeof(double)};
   }
 
-  Status exchange() noexcept override {
+  Status start() noexcept override {
     if (release_landed() != Status::done) return Status::error;
-    if (start_all(send_pointers_, send_bytes_) == Status::error) return fail_sends("start_all");
+    return start_all(send_pointers_, send_bytes_) == Status::error ? fail_sends("start_all") : Status::done;
+  }
+
+  Status finish() noexcept override {
     if (wait_all(receive_pointers_, landed_) != Status::done) return fail_receives("wait_all (receives)");
     holding_landed_ = true;
     if (!landed_as_expected()) return Status::error;

@@ -1,5 +1,5 @@
 // --comm sendrecv: every iteration posts one tether irecv per receive and one isend per
-// send, then waits for all of them.
+// send (start()), and finish() waits for all of them.
 #include "apps/comm/tether/tether_backend.hpp"
 #include "apps/comm/tether/tether_process_group.hpp"
 #include "runtime/base/log.hpp"
@@ -16,7 +16,7 @@ class TetherSendRecvExchange final : public HaloExchange {
   std::span<double> send_buffer(std::size_t index) noexcept override { return buffers_.sends[index]; }
   std::span<const double> receive_buffer(std::size_t index) noexcept override { return buffers_.receives[index]; }
 
-  Status exchange() noexcept override {
+  Status start() noexcept override {
     std::size_t next = 0;
     for (std::size_t i = 0; i < pattern_.receives.size(); ++i) {
       const HaloMessage& message = pattern_.receives[i];
@@ -30,7 +30,11 @@ class TetherSendRecvExchange final : public HaloExchange {
                          requests_[next++]) == Status::error)
         return fail("isend");
     }
-    return runtime_.wait_all(std::span(requests_).first(next)) == Status::done ? Status::done : fail("wait_all");
+    return Status::done;
+  }
+
+  Status finish() noexcept override {
+    return runtime_.wait_all(std::span(requests_)) == Status::done ? Status::done : fail("wait_all");
   }
 
  private:
