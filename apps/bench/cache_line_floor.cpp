@@ -126,6 +126,11 @@ int main(int argc, char** argv) {
   long warmup = options.round_trips / 10;
   long total = warmup + options.round_trips;
   pid_t answerer = fork();
+  if (answerer < 0) {
+    fmt::print(stderr, "tether-bench-cache-line: fork failed: {} (raise ulimit -u, or free memory)\n",
+               std::strerror(errno));
+    return 1;
+  }
   if (answerer == 0) {
     bind_to(answerer_cpu);
     answer(*lines, total);

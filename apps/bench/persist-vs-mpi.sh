@@ -54,7 +54,7 @@ mpi_run() {
 
 # best RUN API SIZE latency|bandwidth: the best figure over the rounds of RUN (e.g. tether-shm)
 best() {
-  cat "$results/$1".[0-9]* 2>/dev/null | awk -F, -v api="$2" -v size="$3" -v figure="$4" '
+  { cat "$results/$1".[0-9]* 2>/dev/null || true; } | awk -F, -v api="$2" -v size="$3" -v figure="$4" '
     $1 == api && $2 == size { v = figure == "latency" ? $3 : $4
       if (v + 0 > 0 && (!n++ || (figure == "latency" ? v < best : v > best))) best = v }
     END { if (n) printf "%.2f", best; else printf "n/a" }'
@@ -62,7 +62,8 @@ best() {
 
 for round in $(seq 1 "$rounds"); do
   if [ -x "$apps/tether-bench-cache-line" ]; then
-    "$apps/tether-bench-cache-line" --csv >"$results/floor.$round" 2>&1 || echo "# tether-bench-cache-line failed"
+    timeout 60 "$apps/tether-bench-cache-line" --csv >"$results/floor.$round" 2>"$results/floor.$round.err" ||
+      echo "# tether-bench-cache-line failed: $(tail -3 "$results/floor.$round.err")"
   fi
   for path in shm ofi-shm tcp; do
     tether_run "$path" "$round"

@@ -81,7 +81,7 @@ fi_pingpong_latency() {
 
 # best NAME SIZE min|max: the best figure at SIZE over the rounds of NAME
 best() {
-  cat "$results/$1".[0-9]* 2>/dev/null | awk -F, -v size="$2" -v pick="$3" '
+  { cat "$results/$1".[0-9]* 2>/dev/null || true; } | awk -F, -v size="$2" -v pick="$3" '
     $1 == size && $2 + 0 > 0 { if (!n++ || (pick == "min" ? $2 < v : $2 > v)) v = $2 }
     END { if (n) printf "%.2f", v; else printf "n/a" }'
 }
@@ -98,8 +98,10 @@ for round in $(seq 1 "$rounds"); do
   fi_pingpong_latency shm "$round"
   fi_pingpong_latency tcp "$round"
   # the on-node floor: a cache line bounced between two CPUs, as "size,latency" rows
-  if [ -x "$build/apps/bench/tether-bench-cache-line" ]; then
-    "$build/apps/bench/tether-bench-cache-line" --csv | awk -F, '$1 == "cache-line" { print "8," $3 }' >"$results/floor.$round"
+  if [ -x "$apps/tether-bench-cache-line" ]; then
+    { timeout 60 "$apps/tether-bench-cache-line" --csv 2>"$results/floor.$round.err" ||
+      echo "# tether-bench-cache-line failed: $(tail -3 "$results/floor.$round.err")" >&2; } |
+      awk -F, '$1 == "cache-line" { print "8," $3 }' >"$results/floor.$round"
   fi
 done
 

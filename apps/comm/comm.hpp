@@ -1,7 +1,7 @@
 // The seam between the shared halo code and the ways of moving halos. One CommBackend
 // per --comm mode; it knows the ranks and makes a HaloExchange for a fixed pattern of
 // messages. The shared code packs faces into the exchange's send buffers, calls start(),
-// computes what needs no halo, calls finish(), and unpacks the receive buffers.
+// computes what needs no halo, calls wait(), and unpacks the receive buffers.
 #pragma once
 
 #include <cstddef>
@@ -34,11 +34,10 @@ class HaloExchange {
   [[nodiscard]] virtual std::span<double> send_buffer(std::size_t send_index) noexcept = 0;
   [[nodiscard]] virtual std::span<const double> receive_buffer(std::size_t receive_index) noexcept = 0;
   // Hot path, once per iteration each. start() sends every send buffer and posts every
-  // receive; finish() returns when every receive buffer is filled and every send buffer
+  // receive; wait() returns when every receive buffer is filled and every send buffer
   // may be packed again. Status::error: failed, with the cause logged.
   [[nodiscard]] virtual Status start() noexcept = 0;
-  [[nodiscard]] virtual Status finish() noexcept = 0;
-  [[nodiscard]] Status exchange() noexcept { return start() == Status::done ? finish() : Status::error; }
+  [[nodiscard]] virtual Status wait() noexcept = 0;
 };
 
 // A started process group for one --comm mode. MPI modes bring up MPI here; tether
@@ -69,7 +68,7 @@ class NoMessageExchange final : public HaloExchange {
   std::span<double> send_buffer(std::size_t) noexcept override { return {}; }
   std::span<const double> receive_buffer(std::size_t) noexcept override { return {}; }
   Status start() noexcept override { return Status::done; }
-  Status finish() noexcept override { return Status::done; }
+  Status wait() noexcept override { return Status::done; }
 };
 
 }  // namespace tether::apps

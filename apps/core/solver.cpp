@@ -29,13 +29,13 @@ void burn_compute(double microseconds) {
   }
 }
 
-// Packs every face, starts the exchange and fills the ghosts at the grid's edges (they
-// mirror owned cells only, so they need no halo).
 tl::unexpected<Error> exchange_failed(int iteration) {
   return make_error(Errc::transport, fmt::format("the halo exchange failed in iteration {}", iteration),
                     "see the error logged just before this line for the cause");
 }
 
+// Packs every face, starts the exchange and fills the ghosts at the grid's edges (they
+// mirror owned cells only, so they need no halo).
 Status start_exchange(Block& block, const HaloPlan& plan, HaloExchange& exchange) {
   for (std::size_t i = 0; i < plan.send_faces.size(); ++i) block.pack(plan.send_faces[i], exchange.send_buffer(i));
   if (exchange.start() != Status::done) return Status::error;
@@ -44,7 +44,7 @@ Status start_exchange(Block& block, const HaloPlan& plan, HaloExchange& exchange
 }
 
 Status finish_exchange(Block& block, const HaloPlan& plan, HaloExchange& exchange, bool skip_unpack) {
-  if (exchange.finish() != Status::done) return Status::error;
+  if (exchange.wait() != Status::done) return Status::error;
   if (skip_unpack) return Status::done;
   for (std::size_t i = 0; i < plan.receive_faces.size(); ++i)
     block.unpack(plan.receive_faces[i], exchange.receive_buffer(i));
@@ -56,19 +56,31 @@ constexpr std::int64_t kCellsPerLine = 64 / sizeof(double);
 std::int64_t round_up_to_line(std::int64_t cells) { return (cells + kCellsPerLine - 1) / kCellsPerLine * kCellsPerLine; }
 std::int64_t round_down_to_line(std::int64_t cells) { return cells / kCellsPerLine * kCellsPerLine; }
 
-// The owned cells at least `radius` away from every face that has a neighbour. Along x
-// the bounds move to whole cache lines (rows start on one), so the interior's rows load
-// whole lines; the rim's rows across x are then a line long.
+// Moves x bounds that a neighbour set inwards to whole cache lines (rows start on one),
+// so the interior's rows load whole lines and the rim's rows across x are a line long;
+// leaves them when that would empty the interior.
+void align_across_x(Box& interior, std::int64_t extent_x) {
+  std::int64_t lo = interior.lo[0] > 0 ? round_up_to_line(interior.lo[0]) : 0;
+  std::int64_t hi = interior.hi[0] < extent_x ? round_down_to_line(interior.hi[0]) : extent_x;
+  if (lo >= hi) return;
+  interior.lo[0] = lo;
+  interior.hi[0] = hi;
+}
+
+// The owned cells at least `radius` away from every face that has a neighbour; empty
+// (lo == hi on some axis, both inside the block) when the block is thinner than that.
 Box interior_box(const Block& block, const std::vector<int>& receive_faces, int radius) {
   Box interior = block.owned_box();
   for (int face : receive_faces) {
     int axis = face_axis(face);
-    std::int64_t& bound = face_is_high(face) ? interior.hi[axis] : interior.lo[axis];
-    if (face_is_high(face)) bound = block.extent()[axis] - radius;
-    else bound = radius;
-    if (axis == 0) bound = face_is_high(face) ? round_down_to_line(bound) : round_up_to_line(bound);
+    if (face_is_high(face)) interior.hi[axis] = block.extent()[axis] - radius;
+    else interior.lo[axis] = radius;
   }
-  for (int axis = 0; axis < 3; ++axis) interior.hi[axis] = std::max(interior.hi[axis], interior.lo[axis]);
+  for (int axis = 0; axis < 3; ++axis) {
+    interior.lo[axis] = std::min(interior.lo[axis], block.extent()[axis]);
+    interior.hi[axis] = std::clamp(interior.hi[axis], interior.lo[axis], block.extent()[axis]);
+  }
+  align_across_x(interior, block.extent()[0]);
   return interior;
 }
 

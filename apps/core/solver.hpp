@@ -21,7 +21,7 @@ struct HaloPlan {
   std::vector<int> edge_faces;
   std::size_t halo_bytes_per_iteration = 0;  // bytes this rank sends per iteration
   // The owned cells split by what they read: `interior` reads no ghost a neighbour fills
-  // (its x range kept to whole cache lines where it can); `rim` is the rest, in boxes.
+  // (its x bounds moved to whole cache lines where that leaves cells); `rim` is the rest.
   Box interior;
   std::vector<Box> rim;
 };

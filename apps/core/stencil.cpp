@@ -92,10 +92,6 @@ void apply_stencil(Block& block, int dims, const StencilWeights& weights, const 
   apply_stencil_baseline(block, dims, weights, cells);
 }
 
-void apply_stencil(Block& block, int dims, const StencilWeights& weights) {
-  apply_stencil(block, dims, weights, block.owned_box());
-}
-
 std::vector<Mode> modes_of_field(int field, int dims) {
   std::int64_t shift = field;
   Mode broad{{1 + shift, 1, dims == 3 ? 1 : 1}, 1.0};

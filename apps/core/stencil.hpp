@@ -21,11 +21,10 @@ struct StencilWeights {
 // Floating-point operations per cell update (adds and multiplies of the formula above).
 [[nodiscard]] std::int64_t flops_per_cell(int radius, int dims);
 
-// One iteration over the owned cells of every field: block.next = stencil(block.current).
-// The order of operations per cell never depends on the decomposition, nor on how the
-// cells are split into boxes, so every process grid computes bitwise-identical fields.
-void apply_stencil(Block& block, int dims, const StencilWeights& weights);
-// The same for the owned cells of `cells` only.
+// One iteration over the owned cells in `cells` (block.owned_box(): all) of every field:
+// block.next = stencil(block.current). The order of operations per cell never depends
+// on the decomposition, nor on how the cells are split into boxes, so every process grid
+// computes bitwise-identical fields.
 void apply_stencil(Block& block, int dims, const StencilWeights& weights, const Box& cells);
 // apply_stencil picks one of three copies of the loops by the CPU. Each, for the test
 // that compares them bit for bit: the baseline copy and, on x86-64 builds, the AVX2 and

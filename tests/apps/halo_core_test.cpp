@@ -78,35 +78,51 @@ TEST(HaloPlanTest, SendsAndReceivesPairUp) {
   }
 }
 
-// The interior (computed while halos travel) and the rim cover every owned cell once; no
-// interior cell is within `radius` of a face a neighbour fills, and with a neighbour
-// across x the interior's rows start and end on a cache line (8 doubles).
+// The interior (computed while halos travel) and the rim cover every owned cell once and
+// nothing else; no interior cell is within `radius` of a face a neighbour fills, and
+// with a neighbour across x the interior's rows start and end on a cache line (8
+// doubles) unless that would leave none. Blocks 20 and 5 cells wide along x included.
+void expect_interior_and_rim_cover_the_block(const Problem& problem, int ranks) {
+  for (int rank = 0; rank < ranks; ++rank) {
+    Block block(problem, rank);
+    HaloPlan plan = make_halo_plan(block, problem, rank);
+    const Box owned = block.owned_box();
+    std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, int> visits;
+    auto count = [&](const Box& box) {
+      for_each_cell(box, [&](std::int64_t x, std::int64_t y, std::int64_t z) { ++visits[{x, y, z}]; });
+    };
+    count(plan.interior);
+    for (const Box& box : plan.rim) count(box);
+    ASSERT_EQ(static_cast<std::int64_t>(visits.size()), block.owned_cells()) << "rank " << rank;
+    for (const auto& [cell, times] : visits) {
+      ASSERT_EQ(times, 1) << "rank " << rank << " computes a cell twice";
+      for (int axis = 0; axis < 3; ++axis) {
+        std::int64_t at = std::get<0>(cell);
+        if (axis == 1) at = std::get<1>(cell);
+        if (axis == 2) at = std::get<2>(cell);
+        ASSERT_TRUE(at >= owned.lo[axis] && at < owned.hi[axis]) << "rank " << rank << " computes a ghost";
+      }
+    }
+    if (plan.interior.cells() == 0) continue;
+    for (int face : plan.receive_faces) {
+      int axis = face_axis(face);
+      std::int64_t bound = face_is_high(face) ? plan.interior.hi[axis] : plan.interior.lo[axis];
+      std::int64_t room = face_is_high(face) ? block.extent()[axis] - bound : bound;
+      EXPECT_GE(room, problem.radius) << "rank " << rank << " face " << face;
+      if (axis == 0 && block.extent()[0] >= 24) {
+        EXPECT_EQ(bound % 8, 0) << "rank " << rank << " face " << face;
+      }
+    }
+  }
+}
+
 TEST(HaloPlanTest, InteriorAndRimCoverTheBlockOnceAndTheInteriorNeedsNoHalo) {
   for (int dims : {2, 3}) {
     for (int radius : {1, 3}) {
-      Problem problem{dims, {61, 37, dims == 3 ? 29 : 1}, balanced_process_grid(12, dims), radius, 1, 1, 0};
-      for (int rank = 0; rank < 12; ++rank) {
-        Block block(problem, rank);
-        HaloPlan plan = make_halo_plan(block, problem, rank);
-        std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, int> visits;
-        auto count = [&](const Box& box) {
-          for_each_cell(box, [&](std::int64_t x, std::int64_t y, std::int64_t z) { ++visits[{x, y, z}]; });
-        };
-        count(plan.interior);
-        for (const Box& box : plan.rim) count(box);
-        ASSERT_EQ(static_cast<std::int64_t>(visits.size()), block.owned_cells()) << "rank " << rank;
-        for (const auto& [cell, times] : visits) ASSERT_EQ(times, 1) << "rank " << rank << " computes a cell twice";
-        if (plan.interior.cells() == 0) continue;
-        for (int face : plan.receive_faces) {
-          int axis = face_axis(face);
-          std::int64_t bound = face_is_high(face) ? plan.interior.hi[axis] : plan.interior.lo[axis];
-          std::int64_t room = face_is_high(face) ? block.extent()[axis] - bound : bound;
-          EXPECT_GE(room, radius) << "rank " << rank << " face " << face;
-          if (axis == 0) {
-            EXPECT_EQ(bound % 8, 0) << "rank " << rank << " face " << face;
-          }
-        }
-      }
+      expect_interior_and_rim_cover_the_block(
+          Problem{dims, {61, 37, dims == 3 ? 29 : 1}, balanced_process_grid(12, dims), radius, 1, 1, 0}, 12);
+      expect_interior_and_rim_cover_the_block(Problem{dims, {80, 9, dims == 3 ? 7 : 1}, {4, 1, 1}, radius, 1, 1, 0}, 4);
+      expect_interior_and_rim_cover_the_block(Problem{dims, {20, 9, dims == 3 ? 7 : 1}, {4, 1, 1}, radius, 1, 1, 0}, 4);
     }
   }
 }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -388,6 +389,17 @@ void expect_patterns_landed(LoopbackPair& pair, const std::deque<std::vector<std
   }
 }
 
+// Arms tcp-own's copy-failure injection for one test, and disarms it however the test ends.
+class InjectedCopyFailures {
+ public:
+  InjectedCopyFailures(std::uint32_t successes, std::uint32_t failures) {
+    transport::tcp::inject_copy_failures(successes, failures);
+  }
+  ~InjectedCopyFailures() { transport::tcp::inject_copy_failures(0, 0); }
+  InjectedCopyFailures(const InjectedCopyFailures&) = delete;
+  InjectedCopyFailures& operator=(const InjectedCopyFailures&) = delete;
+};
+
 // tcp-own copies a small payload that has to wait in its queue, so the caller may reuse
 // its buffer at once. When that copy fails (injected; as at std::bad_alloc) and none of
 // the frame has left, the frame is taken back out of the queue and the send answers
@@ -398,7 +410,7 @@ TEST(TcpOwnTest, ASmallSendWhoseCopyFailsIsUnqueuedForRetryAndTheCallersReusedBu
   ASSERT_NO_FATAL_FAILURE(open_loopback_pair(pair));
   constexpr std::size_t kBytes = 4096;
   ASSERT_LE(kBytes, pair.sender->limits().inject_bytes);
-  transport::tcp::inject_copy_failures(1, 1);  // the first frame that waits is copied, the next one's copy fails
+  InjectedCopyFailures injected(1, 1);  // the first frame that waits is copied, the next one's copy fails
   std::vector<std::byte> buffer(kBytes);
   std::uint64_t refused = 0;
   for (Status status = Status::done; status != Status::retry; ++refused) {
@@ -409,7 +421,7 @@ TEST(TcpOwnTest, ASmallSendWhoseCopyFailsIsUnqueuedForRetryAndTheCallersReusedBu
         << "a small send answered neither done nor retry: " << pair.sender->last_error().message();
     if (status == Status::retry) break;
   }
-  EXPECT_FALSE(transport::tcp::copy_failure_injected()) << "the sends never reached the injected failure";
+  EXPECT_EQ(transport::tcp::injected_copy_failures_left(), 0U) << "the sends never reached the injected failure";
   fill_pattern(buffer.data(), kBytes, 0xdead);  // the caller reuses its buffer at once
   std::deque<std::vector<std::byte>> landed(refused + 2, std::vector<std::byte>(kBytes));
   for (std::size_t k = 0; k < landed.size(); ++k)
@@ -420,7 +432,6 @@ TEST(TcpOwnTest, ASmallSendWhoseCopyFailsIsUnqueuedForRetryAndTheCallersReusedBu
   }
   ASSERT_TRUE(pair.receive_until(landed.size())) << pair.received.size() << " of " << landed.size() << " arrived";
   expect_patterns_landed(pair, landed, kBytes);
-  transport::tcp::inject_copy_failures(0, 0);
 }
 
 // When the copy fails after part of the frame left, the frame cannot be taken back: the
@@ -431,7 +442,7 @@ TEST(TcpOwnTest, ASmallSendWhoseCopyFailsAfterPartOfItLeftClosesTheConnectionAnd
   LoopbackPair pair;
   ASSERT_NO_FATAL_FAILURE(open_loopback_pair(pair));
   const std::size_t bytes = pair.sender->limits().inject_bytes - 100;  // the socket ends up taking part of one
-  transport::tcp::inject_copy_failures(0, UINT32_MAX);
+  std::optional<InjectedCopyFailures> injected(std::in_place, 0, UINT32_MAX);
   std::vector<std::byte> buffer(bytes);
   std::deque<std::vector<std::byte>> landed;
   auto post_one_receive = [&] {
@@ -450,7 +461,7 @@ TEST(TcpOwnTest, ASmallSendWhoseCopyFailsAfterPartOfItLeftClosesTheConnectionAnd
       ASSERT_TRUE(pair.poll_both());
     }
   }
-  transport::tcp::inject_copy_failures(0, 0);
+  injected.reset();
   const Error& error = pair.sender->last_error();
   EXPECT_EQ(error.code, Errc::out_of_memory) << error.message();
   EXPECT_NE(error.cause.find("part of it had left"), std::string::npos) << error.message();

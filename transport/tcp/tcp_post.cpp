@@ -5,7 +5,6 @@
 #include <sys/uio.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -17,9 +16,6 @@ namespace tether::transport::tcp {
 namespace {
 
 constexpr std::size_t kMostIovecs = 64;
-
-std::atomic<std::uint32_t> injected_successes_left{0};
-std::atomic<std::uint32_t> injected_failures_left{0};
 
 std::size_t frame_bytes(const OutgoingFrame& frame) noexcept {
   return sizeof(FrameHeader) + payload_on_wire(frame.header);
@@ -37,19 +33,11 @@ void gather(const OutgoingFrame& frame, iovec* vectors, std::size_t& count) noex
 
 }  // namespace
 
-void inject_copy_failures(std::uint32_t successes, std::uint32_t failures) noexcept {
-  injected_successes_left.store(successes, std::memory_order_relaxed);
-  injected_failures_left.store(failures, std::memory_order_relaxed);
-}
-
-bool copy_failure_injected() noexcept {
-  if (injected_failures_left.load(std::memory_order_relaxed) == 0) return false;
-  if (injected_successes_left.load(std::memory_order_relaxed) > 0) {
-    injected_successes_left.fetch_sub(1, std::memory_order_relaxed);
-    return false;
-  }
-  injected_failures_left.fetch_sub(1, std::memory_order_relaxed);
-  return true;
+std::string out_of_memory_remedy() {
+  return fmt::format("the process ran out of memory: raise its limit (ulimit -v, the job's cgroup memory.max) or "
+                     "run fewer ranks per node; tcp-own itself queues at most {} MiB per peer that does not read, "
+                     "then answers retry",
+                     kMostQueuedBytes >> 20);
 }
 
 // Sends what the socket takes now. false: the connection broke and was closed.
@@ -143,13 +131,7 @@ Status TcpTransport::queue_frame(Connection& connection, const FrameHeader& head
   }
   if (!enqueue(connection, header, payload, context, sent)) {
     if (sent == 0) return Status::retry;
-    PeerIndex peer = connection.peer;
-    close_connection(connection, "no memory to queue the rest of a frame");
-    return fail(Errc::out_of_memory,
-                fmt::format("no memory to queue the rest of a frame to peer {}: part of it had left, so the "
-                            "connection was closed",
-                            peer),
-                kOutOfMemoryRemedy);
+    return close_half_sent(connection, "no memory to queue the rest of a frame");
   }
   Status status = keep_unsent(connection.output.back(), keep);
   if (status == Status::retry) return drop_uncopied(connection, sent);
@@ -166,13 +148,17 @@ Status TcpTransport::drop_uncopied(Connection& connection, std::size_t sent) noe
     connection.output.pop_back();
     return Status::retry;
   }
+  return close_half_sent(connection, "no memory to copy the rest of a frame");
+}
+
+// Part of a frame left and the rest cannot follow: the stream is broken, so the
+// connection closes. `cause` is static text.
+Status TcpTransport::close_half_sent(Connection& connection, const char* cause) noexcept {
   PeerIndex peer = connection.peer;
-  close_connection(connection, "no memory to copy the rest of a frame");
+  close_connection(connection, cause);
   return fail(Errc::out_of_memory,
-              fmt::format("no memory to copy the rest of a frame to peer {}: part of it had left, so the connection "
-                          "was closed",
-                          peer),
-              kOutOfMemoryRemedy);
+              fmt::format("{} to peer {}: part of it had left, so the connection was closed", cause, peer),
+              out_of_memory_remedy());
 }
 
 // What the caller's payload becomes once its frame waits in the queue.
@@ -182,7 +168,7 @@ Status TcpTransport::keep_unsent(OutgoingFrame& frame, Keep keep) noexcept {
     return Status::posted;
   }
   if (keep == Keep::copy && frame.payload != nullptr) {
-    if (copy_failure_injected()) return Status::retry;
+    if (take_injected_copy_failure()) return Status::retry;
     try {
       frame.owned.assign(frame.payload, frame.payload + frame.header.length);
     } catch (const std::bad_alloc&) {

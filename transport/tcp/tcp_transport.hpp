@@ -16,6 +16,7 @@
 #include <memory>
 #include <random>
 #include <shared_mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -27,9 +28,7 @@ namespace tether::transport::tcp {
 inline constexpr std::size_t kInputBufferBytes = 64 * 1024;           // per connection
 inline constexpr std::size_t kMostQueuedBytes = std::size_t{64} << 20;  // per connection, before retry
 // What to do when a frame cannot be queued or copied for want of memory.
-inline constexpr const char* kOutOfMemoryRemedy =
-    "the process ran out of memory: raise its limit (ulimit -v, the job's cgroup memory.max) or run fewer ranks "
-    "per node; tcp-own itself queues at most 64 MiB per peer that does not read, then answers retry";
+[[nodiscard]] std::string out_of_memory_remedy();
 
 // Whether a failed socket call only asks to come back later.
 inline bool would_block(int error) noexcept { return error == EAGAIN || error == EWOULDBLOCK || error == EINTR; }
@@ -183,6 +182,7 @@ class TcpTransport final : public Transport {
                      std::uint64_t context) noexcept;
   static Status keep_unsent(OutgoingFrame& frame, Keep keep) noexcept;
   Status drop_uncopied(Connection& connection, std::size_t sent) noexcept;
+  Status close_half_sent(Connection& connection, const char* cause) noexcept;
   bool enqueue(Connection& connection, const FrameHeader& header, const void* payload, std::uint64_t context,
                std::size_t sent = 0) noexcept;
   std::size_t send_now(Connection& connection, const FrameHeader& header, const void* payload) noexcept;

@@ -1,5 +1,5 @@
 // --comm mpi: every iteration posts one MPI_Irecv per receive and one MPI_Isend per send,
-// and finish() waits for all of them.
+// and wait() waits for all of them.
 #include <fmt/format.h>
 
 #include "apps/comm/mpi/mpi_backend.hpp"
@@ -12,7 +12,7 @@ namespace {
 class MpiIsendExchange final : public HaloExchange {
  public:
   explicit MpiIsendExchange(const HaloPattern& pattern)
-      : pattern_(pattern), buffers_(pattern), requests_(pattern.sends.size() + pattern.receives.size()) {}
+      : pattern_(pattern), buffers_(pattern), requests_(pattern.sends.size() + pattern.receives.size(), MPI_REQUEST_NULL) {}
 
   std::span<double> send_buffer(std::size_t index) noexcept override { return buffers_.sends[index]; }
   std::span<const double> receive_buffer(std::size_t index) noexcept override { return buffers_.receives[index]; }
@@ -34,7 +34,7 @@ class MpiIsendExchange final : public HaloExchange {
     return Status::done;
   }
 
-  Status finish() noexcept override {
+  Status wait() noexcept override {
     int code = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
     return code == MPI_SUCCESS ? Status::done : fail("MPI_Waitall", code);
   }

@@ -1,5 +1,5 @@
 // --comm mpi-persist: MPI_Recv_init/MPI_Send_init once per message when the exchange is
-// created; every iteration is one MPI_Startall (start()) and one MPI_Waitall (finish()).
+// created; every iteration is one MPI_Startall (start()) and one MPI_Waitall (wait()).
 #include <fmt/format.h>
 
 #include "apps/comm/mpi/mpi_backend.hpp"
@@ -48,7 +48,7 @@ class MpiPersistentExchange final : public HaloExchange {
     return code == MPI_SUCCESS ? Status::done : fail("MPI_Startall", code);
   }
 
-  Status finish() noexcept override {
+  Status wait() noexcept override {
     if (requests_.empty()) return Status::done;
     int code = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
     return code == MPI_SUCCESS ? Status::done : fail("MPI_Waitall", code);

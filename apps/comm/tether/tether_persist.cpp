@@ -3,7 +3,7 @@
 // channel's pinned buffer and unpacks from where each message landed: no copy besides them.
 //
 // Per iteration, start(): release the messages the previous iteration landed, start every
-// send; finish(): wait for every receive, wait until every send left (its buffer may be
+// send; wait(): wait for every receive, wait until every send left (its buffer may be
 // packed again). A landed message stays put until the next start(), after the loop
 // unpacked it.
 #include <algorithm>
@@ -83,7 +83,7 @@ class PersistentChannelExchange final : public HaloExchange {
     return start_all(send_pointers_, send_bytes_) == Status::error ? fail_sends("start_all") : Status::done;
   }
 
-  Status finish() noexcept override {
+  Status wait() noexcept override {
     if (wait_all(receive_pointers_, landed_) != Status::done) return fail_receives("wait_all (receives)");
     holding_landed_ = true;
     if (!landed_as_expected()) return Status::error;

@@ -1,5 +1,5 @@
 // --comm sendrecv: every iteration posts one tether irecv per receive and one isend per
-// send (start()), and finish() waits for all of them.
+// send (start()), and wait() waits for all of them.
 #include "apps/comm/tether/tether_backend.hpp"
 #include "apps/comm/tether/tether_process_group.hpp"
 #include "runtime/base/log.hpp"
@@ -33,7 +33,7 @@ class TetherSendRecvExchange final : public HaloExchange {
     return Status::done;
   }
 
-  Status finish() noexcept override {
+  Status wait() noexcept override {
     return runtime_.wait_all(std::span(requests_)) == Status::done ? Status::done : fail("wait_all");
   }
 
