@@ -83,6 +83,12 @@ TEST(HaloReportTest, SummaryTakesMinAndMedianOverRanks) {
   EXPECT_NE(json.find("\"iteration_us\": {\"min\": 100000.000, \"median\": 200000.000}"), std::string::npos) << json;
   EXPECT_NE(json.find("said \\\"ok\\\""), std::string::npos);
   EXPECT_NE(format_summary(summary, OutputFormat::table).find("# Comm"), std::string::npos);
+  summary.overlap = false;
+  EXPECT_NE(format_summary(summary, OutputFormat::json).find("\"overlap\": false"), std::string::npos);
+  EXPECT_NE(format_summary(summary, OutputFormat::table).find(" overlap=off\n"), std::string::npos);
+  std::string csv = format_summary(summary, OutputFormat::csv);
+  EXPECT_NE(csv.find(",verified,overlap\n"), std::string::npos) << csv;
+  EXPECT_EQ(csv.substr(csv.size() - 5), ",off\n") << csv;
 }
 
 TEST(HaloHeatmapTest, WritesAPngWithTheGridsShape) {
