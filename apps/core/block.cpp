@@ -3,15 +3,6 @@
 #include <algorithm>
 
 namespace tether::apps {
-namespace {
-
-constexpr std::int64_t kDoublesPerLine = 64 / sizeof(double);
-
-std::int64_t round_up_to_line(std::int64_t doubles) {
-  return (doubles + kDoublesPerLine - 1) / kDoublesPerLine * kDoublesPerLine;
-}
-
-}  // namespace
 
 Block::Block(const Problem& problem, int rank) : radius_(problem.radius), fields_(problem.fields) {
   Procs3 coords = coords_of(rank, problem.procs);

@@ -20,6 +20,15 @@ struct Box {
   [[nodiscard]] std::int64_t cells() const { return (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]); }
 };
 
+// Doubles in one 64-byte cache line, and counts of doubles rounded to whole lines.
+inline constexpr std::int64_t kDoublesPerLine = 64 / sizeof(double);
+[[nodiscard]] constexpr std::int64_t round_up_to_line(std::int64_t doubles) {
+  return (doubles + kDoublesPerLine - 1) / kDoublesPerLine * kDoublesPerLine;
+}
+[[nodiscard]] constexpr std::int64_t round_down_to_line(std::int64_t doubles) {
+  return doubles / kDoublesPerLine * kDoublesPerLine;
+}
+
 // Hands out storage starting on a cache line, so a row that starts on one stays there.
 template <class T>
 struct LineAlignedAllocator {

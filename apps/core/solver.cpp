@@ -51,11 +51,6 @@ Status finish_exchange(Block& block, const HaloPlan& plan, HaloExchange& exchang
   return Status::done;
 }
 
-constexpr std::int64_t kCellsPerLine = 64 / sizeof(double);
-
-std::int64_t round_up_to_line(std::int64_t cells) { return (cells + kCellsPerLine - 1) / kCellsPerLine * kCellsPerLine; }
-std::int64_t round_down_to_line(std::int64_t cells) { return cells / kCellsPerLine * kCellsPerLine; }
-
 // Moves x bounds that a neighbour set inwards to whole cache lines (rows start on one),
 // so the interior's rows load whole lines and the rim's rows across x are a line long;
 // leaves them when that would empty the interior.

@@ -89,7 +89,7 @@ Connection* TcpTransport::connection_to(PeerIndex peer) noexcept {
   Connection* connection = adopt(fd, LinkState::awaiting_reply, false);
   if (connection == nullptr) {
     (void)fail(Errc::out_of_memory, "no memory, or no file descriptor for epoll, for a new connection",
-               fmt::format("raise ulimit -n if the process holds many sockets; else {}", out_of_memory_remedy()));
+               fmt::format("raise ulimit -n if the process holds many sockets; else {}", kOutOfMemoryRemedy));
     return nullptr;
   }
   connection->peer = peer;

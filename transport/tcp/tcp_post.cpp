@@ -33,13 +33,6 @@ void gather(const OutgoingFrame& frame, iovec* vectors, std::size_t& count) noex
 
 }  // namespace
 
-std::string out_of_memory_remedy() {
-  return fmt::format("the process ran out of memory: raise its limit (ulimit -v, the job's cgroup memory.max) or "
-                     "run fewer ranks per node; tcp-own itself queues at most {} MiB per peer that does not read, "
-                     "then answers retry",
-                     kMostQueuedBytes >> 20);
-}
-
 // Sends what the socket takes now. false: the connection broke and was closed.
 bool TcpTransport::flush(Connection& connection) noexcept {
   if (connection.state != LinkState::open) return true;  // frames wait for the peer's answer
@@ -158,7 +151,7 @@ Status TcpTransport::close_half_sent(Connection& connection, const char* cause) 
   close_connection(connection, cause);
   return fail(Errc::out_of_memory,
               fmt::format("{} to peer {}: part of it had left, so the connection was closed", cause, peer),
-              out_of_memory_remedy());
+              kOutOfMemoryRemedy);
 }
 
 // What the caller's payload becomes once its frame waits in the queue.

@@ -27,8 +27,12 @@ namespace tether::transport::tcp {
 
 inline constexpr std::size_t kInputBufferBytes = 64 * 1024;           // per connection
 inline constexpr std::size_t kMostQueuedBytes = std::size_t{64} << 20;  // per connection, before retry
-// What to do when a frame cannot be queued or copied for want of memory.
-[[nodiscard]] std::string out_of_memory_remedy();
+// What to do when a frame cannot be queued or copied for want of memory (static text:
+// nothing is formatted on the out-of-memory path).
+inline constexpr const char* kOutOfMemoryRemedy =
+    "the process ran out of memory: raise its limit (ulimit -v, the job's cgroup memory.max) or run fewer ranks "
+    "per node; tcp-own itself queues at most 64 MiB per peer that does not read, then answers retry";
+static_assert(kMostQueuedBytes == std::size_t{64} << 20, "kOutOfMemoryRemedy names kMostQueuedBytes: update it");
 
 // Whether a failed socket call only asks to come back later.
 inline bool would_block(int error) noexcept { return error == EAGAIN || error == EWOULDBLOCK || error == EINTR; }
