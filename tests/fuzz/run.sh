@@ -17,12 +17,10 @@ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPIL
   >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; exit 1; }
 cmake --build "$dir" -j "${TETHER_BUILD_JOBS:-$(nproc)}" --target "${targets[@]}"
 
-failed=()
-mkdir -p "$dir/artifacts"
-for target in "${targets[@]}"; do
-  work="$dir/corpus/$target"  # new inputs go here; the committed seeds stay as they are
+# One target: prints its outcome; exits non-zero on a failure.
+fuzz_target() {
+  local target=$1 work="$dir/corpus/$1" start=$SECONDS  # new inputs go to work; the seeds stay as they are
   mkdir -p "$work"
-  start=$SECONDS
   if "$dir/tests/fuzz/$target" -max_total_time="$seconds" -seed=1 -print_final_stats=1 \
       -artifact_prefix="$dir/artifacts/$target-" "$work" "tests/fuzz/corpus/$target" >"$dir/$target.log" 2>&1; then
     echo "tether fuzz: $target: $(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$dir/$target.log" |
@@ -30,7 +28,23 @@ for target in "${targets[@]}"; do
   else
     echo "tether fuzz: $target FAILED; the last lines of $dir/$target.log:"
     tail -n 40 "$dir/$target.log"
-    failed+=("$target")
+    return 1
   fi
+}
+
+# As many targets at once as there are CPUs (each is single-threaded).
+mkdir -p "$dir/artifacts"
+declare -A running=()  # pid -> target
+failed=()
+reap_one() {
+  local pid
+  wait -n -p pid "${!running[@]}" || failed+=("${running[$pid]}")
+  unset "running[$pid]"
+}
+for target in "${targets[@]}"; do
+  ((${#running[@]} < $(nproc))) || reap_one
+  fuzz_target "$target" &
+  running[$!]=$target
 done
+while ((${#running[@]})); do reap_one; done
 ((${#failed[@]} == 0)) || { echo "tether fuzz: ${#failed[@]} target(s) failed: ${failed[*]}"; exit 1; }

@@ -47,7 +47,7 @@ Status OfiTransport::post_notification_receive(Operation* operation) noexcept {
   if (result == 0) return Status::posted;
   return fail(errc_of(static_cast<int>(-result)),
               fmt::format("fi_trecv of a notification receive on {} failed: {}", name_,
-                          fi_strerror(static_cast<int>(-result))),
+                          libfabric().strerror(static_cast<int>(-result))),
               "run with FI_LOG_LEVEL=warn for the provider's reason", static_cast<int>(-result));
 }
 
@@ -89,7 +89,7 @@ bool OfiTransport::try_notify(const PendingNotification& notification) noexcept 
   if (result == -FI_EAGAIN) return false;
   if (result != 0)
     log::error("transport", "{}: the notification to peer {} was not sent: {}", name_, notification.peer,
-               fi_strerror(static_cast<int>(-result)));
+               libfabric().strerror(static_cast<int>(-result)));
   return true;
 }
 

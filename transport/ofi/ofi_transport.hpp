@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "transport/ofi/libfabric.hpp"
 #include "transport/op_table.hpp"
 #include "transport/transport.hpp"
 
@@ -139,7 +140,7 @@ class OfiTransport final : public Transport {
 };
 
 // Provider choice: TETHER_OFI_PROVIDER, or the first of verbs/efa/cxi with RDM, else
-// tcp;ofi_rxm. `why` says which rule picked it.
+// tcp;ofi_rxm (also when libfabric cannot be loaded). `why` says which rule picked it.
 [[nodiscard]] std::string choose_provider(std::string_view requested, std::string& why);
 [[nodiscard]] Errc errc_of(int provider_errno) noexcept;
 

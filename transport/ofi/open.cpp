@@ -40,7 +40,7 @@ constexpr std::uint64_t kMrModesHandled =
 constexpr std::uint32_t kApiVersion = FI_VERSION(1, 14);
 
 fi_info* make_hints(const std::string& provider, bool tagged = false) {
-  fi_info* hints = fi_allocinfo();
+  fi_info* hints = libfabric().allocinfo();
   if (hints == nullptr) return nullptr;
   hints->ep_attr->type = FI_EP_RDM;
   hints->caps = FI_MSG | FI_RMA | FI_SOURCE | (tagged ? FI_TAGGED : 0);
@@ -62,14 +62,14 @@ Error getinfo_error(int result, const std::string& provider, const std::string& 
   return Error{Errc::unsupported, -result,
                fmt::format("fi_getinfo found no FI_EP_RDM endpoint with FI_MSG|FI_RMA|FI_SOURCE for "
                            "provider '{}' domain '{}': {}",
-                           provider, domain.empty() ? "any" : domain, fi_strerror(-result)),
+                           provider, domain.empty() ? "any" : domain, libfabric().strerror(-result)),
                "check `fi_info -p '" + provider +
                    "' -t FI_EP_RDM`, or set TETHER_OFI_PROVIDER / TETHER_OFI_DOMAIN to one it lists"};
 }
 
 Error call_error(const char* call, int result, const std::string& what) {
   return Error{Errc::transport, -result,
-               fmt::format("{} failed for {}: {}", call, what, fi_strerror(-result)),
+               fmt::format("{} failed for {}: {}", call, what, libfabric().strerror(-result)),
                "run with FI_LOG_LEVEL=warn to see the provider's reason"};
 }
 
@@ -83,16 +83,20 @@ std::string choose_provider(std::string_view requested, std::string& why) {
     why = "TETHER_OFI_PROVIDER or the caller asked for it";
     return std::string(requested);
   }
+  if (auto loaded = load_libfabric(); !loaded) {
+    why = loaded.error().cause;
+    return "tcp;ofi_rxm";
+  }
   fi_info* hints = make_hints("");
   fi_info* found = nullptr;
-  int result = hints ? fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &found) : -FI_ENOMEM;
-  fi_freeinfo(hints);
+  int result = hints ? libfabric().getinfo(kApiVersion, nullptr, nullptr, 0, hints, &found) : -FI_ENOMEM;
+  libfabric().freeinfo(hints);
   std::string chosen;
   for (auto preferred : kPreferredProviders) {
     for (fi_info* info = result == 0 ? found : nullptr; info && chosen.empty(); info = info->next)
       if (preferred == info->fabric_attr->prov_name) chosen = std::string(preferred);
   }
-  fi_freeinfo(found);
+  libfabric().freeinfo(found);
   if (!chosen.empty()) {
     why = "the first of verbs;ofi_rxm, efa, cxi that fi_getinfo lists";
     return chosen;
@@ -122,11 +126,11 @@ Expected<fi_info*> find_info(const std::string& provider, const std::string& dom
   fi_info* hints = make_hints(provider, tagged);
   if (hints == nullptr) return make_error(Errc::out_of_memory, "fi_allocinfo failed", "free memory");
   fi_info* found = nullptr;
-  int result = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &found);
-  fi_freeinfo(hints);
+  int result = libfabric().getinfo(kApiVersion, nullptr, nullptr, 0, hints, &found);
+  libfabric().freeinfo(hints);
   fi_info* on_domain = result == 0 ? first_on_domain(found, domain) : nullptr;
-  fi_info* chosen = on_domain != nullptr ? fi_dupinfo(on_domain) : nullptr;
-  fi_freeinfo(found);
+  fi_info* chosen = on_domain != nullptr ? libfabric().dupinfo(on_domain) : nullptr;
+  libfabric().freeinfo(found);
   if (chosen == nullptr) return tl::unexpected(getinfo_error(result == 0 ? -FI_ENODATA : result, provider, domain));
   return chosen;
 }
@@ -137,17 +141,18 @@ bool carries_cq_data(const fi_info* info) { return info->domain_attr->cq_data_si
 
 Expected<std::unique_ptr<Transport>> OfiTransport::open(const std::string& provider, const std::string& domain,
                                                         Notify notify) {
+  if (auto loaded = load_libfabric(); !loaded) return tl::unexpected(loaded.error());
   auto chosen = find_info(provider, domain, notify == Notify::send);
   if (!chosen) return tl::unexpected(chosen.error());
   bool by_send = notify == Notify::send || (notify == Notify::automatic && !carries_cq_data(*chosen));
   if (notify == Notify::cq_data && !carries_cq_data(*chosen)) {
     std::size_t bytes = (*chosen)->domain_attr->cq_data_size;
-    fi_freeinfo(*chosen);
+    libfabric().freeinfo(*chosen);
     return make_error(Errc::unsupported, fmt::format("{} carries {} bytes of remote CQ data, 8 needed", provider, bytes),
                       "set TETHER_OFI_NOTIFY=auto or send (the notification then follows the write as a message)");
   }
   if (by_send && notify != Notify::send) {  // ask again, now with FI_TAGGED
-    fi_freeinfo(*chosen);
+    libfabric().freeinfo(*chosen);
     chosen = find_info(provider, domain, true);
     if (!chosen) return tl::unexpected(chosen.error());
   }
@@ -177,7 +182,7 @@ OfiTransport::OfiTransport(fi_info* info) : info_(info) {
 }
 
 Expected<void> OfiTransport::open_resources() {
-  if (int r = fi_fabric(info_->fabric_attr, &fabric_, nullptr); r != 0)
+  if (int r = libfabric().fabric(info_->fabric_attr, &fabric_, nullptr); r != 0)
     return tl::unexpected(call_error("fi_fabric", r, name_));
   if (int r = fi_domain(fabric_, info_, &domain_, nullptr); r != 0)
     return tl::unexpected(call_error("fi_domain", r, name_));
@@ -239,7 +244,7 @@ Expected<PeerIndex> OfiTransport::insert_peer(std::span<const std::byte> address
   if (count != 1 || inserted != peer_count_)
     return make_error(Errc::peer_unreachable,
                       fmt::format("fi_av_insert on {} failed: {}", name_,
-                                  count < 0 ? fi_strerror(-count) : "address not accepted"),
+                                  count < 0 ? libfabric().strerror(-count) : "address not accepted"),
                       "check that the peer's address bytes came from the same provider and network");
   return peer_count_++;
 }
@@ -252,7 +257,7 @@ void OfiTransport::close_resources() noexcept {
   if (cq_) fi_close(&cq_->fid);
   if (domain_) fi_close(&domain_->fid);
   if (fabric_) fi_close(&fabric_->fid);
-  fi_freeinfo(info_);
+  libfabric().freeinfo(info_);
 }
 
 OfiTransport::~OfiTransport() { close_resources(); }

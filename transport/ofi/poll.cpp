@@ -49,7 +49,7 @@ Completion OfiTransport::read_error() noexcept {
   }
   completion.provider_errno = failure.err;
   completion.error = errc_of(failure.err);
-  completion.cause = fi_strerror(failure.err);
+  completion.cause = libfabric().strerror(failure.err);
   auto* operation = static_cast<Operation*>(failure.op_context);
   if (operation != nullptr && operations_.owns(operation) && operation->use == OperationUse::notification_receive)
     return notification_failed(operation, failure);
@@ -85,7 +85,7 @@ std::size_t OfiTransport::poll(std::span<Completion> out) noexcept {
   out[0] = Completion{};
   out[0].provider_errno = static_cast<int>(-count);
   out[0].error = Errc::transport;
-  out[0].cause = fi_strerror(static_cast<int>(-count));
+  out[0].cause = libfabric().strerror(static_cast<int>(-count));
   return 1;
 }
 

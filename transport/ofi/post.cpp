@@ -45,7 +45,7 @@ Status OfiTransport::posted_or_retry(ssize_t result, Operation* operation, const
   operations_.release(operation);
   if (result == -FI_EAGAIN) return Status::retry;
   return fail(errc_of(static_cast<int>(-result)),
-              fmt::format("{} on {} failed: {}", call, name_, fi_strerror(static_cast<int>(-result))),
+              fmt::format("{} on {} failed: {}", call, name_, libfabric().strerror(static_cast<int>(-result))),
               "run with FI_LOG_LEVEL=warn for the provider's reason", static_cast<int>(-result));
 }
 
@@ -66,7 +66,7 @@ Status OfiTransport::send(PeerIndex peer, const void* buffer, std::size_t length
     if (result == 0) return Status::done;
     if (result == -FI_EAGAIN) return Status::retry;
     return fail(errc_of(static_cast<int>(-result)),
-                fmt::format("fi_inject on {} failed: {}", name_, fi_strerror(static_cast<int>(-result))),
+                fmt::format("fi_inject on {} failed: {}", name_, libfabric().strerror(static_cast<int>(-result))),
                 "run with FI_LOG_LEVEL=warn for the provider's reason", static_cast<int>(-result));
   }
   if (!resolve_descriptor(buffer, descriptor)) return Status::error;

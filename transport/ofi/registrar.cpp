@@ -22,7 +22,7 @@ Error registration_error(const std::string& name, const char* call, int result, 
   bool memlock = result == -FI_ENOMEM || result == -FI_EAGAIN;
   return Error{memlock ? Errc::memlock_limit : Errc::registration_failed, -result,
                fmt::format("{}({}, {} bytes) on {} failed: {}", call, address, length, name,
-                           fi_strerror(-result)),
+                           libfabric().strerror(-result)),
                memlock ? "raise the locked-memory limit (ulimit -l unlimited) or lower TETHER_POOL_MAX"
                        : "run with FI_LOG_LEVEL=warn for the provider's reason"};
 }
