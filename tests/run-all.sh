@@ -21,9 +21,13 @@ run_ctest() {  # run_ctest DIR [ctest options...]
   ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 600 "$@" || failures=$((failures + 1))
 }
 
+# Debug information as line tables (-g1): backtraces, perf and sanitizer reports keep file
+# and line, the code is the same, and the five builds compile about a fifth faster.
+line_tables=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_CXX_FLAGS_DEBUG="-g1")
+
 mkdir -p build
 echo "== release build and tests"
-build build/release -DCMAKE_BUILD_TYPE=RelWithDebInfo
+build build/release -DCMAKE_BUILD_TYPE=RelWithDebInfo "${line_tables[@]}"
 run_ctest build/release
 
 echo "== installed package: find_package(tether) and pkg-config consumers"
@@ -33,13 +37,15 @@ bash tests/consumer/check.sh "$PWD/build/stage" build/consumer || failures=$((fa
 
 if [ "${TETHER_TEST_QUICK:-0}" != 1 ]; then
   echo "== ASan+UBSan build and tests"
-  build build/asan -DCMAKE_BUILD_TYPE=Debug -DTETHER_SANITIZE=address -DTETHER_BUILD_BENCH=OFF
-  # The halo apps' mpirun runs (label mpi) exercise Open MPI more than tether, and their
-  # ranks x radius cross product (label matrix) adds combinations, not code: release only.
-  ASAN_OPTIONS=detect_leaks=0 run_ctest build/asan -LE "mpi|matrix"
+  build build/asan -DCMAKE_BUILD_TYPE=Debug "${line_tables[@]}" -DTETHER_SANITIZE=address -DTETHER_BUILD_BENCH=OFF
+  # Release only: the halo apps' mpirun runs (label mpi) exercise Open MPI more than tether,
+  # their ranks x radius cross product (label matrix) adds combinations, not code, and the
+  # network-namespace and Slurm deployments (labels netns, slurm; run one at a time) drive
+  # the tcp-own and launcher code this stage already runs on lo.
+  ASAN_OPTIONS=detect_leaks=0 run_ctest build/asan -LE "mpi|matrix|netns|slurm"
   echo "== TSan build and the threaded tests (names with Thread or Concurrent)"
-  build build/tsan -DCMAKE_BUILD_TYPE=Debug -DTETHER_SANITIZE=thread -DTETHER_BUILD_BENCH=OFF \
-    --target tether-unit-tests tether-rcache-tests
+  build build/tsan -DCMAKE_BUILD_TYPE=Debug "${line_tables[@]}" -DTETHER_SANITIZE=thread -DTETHER_BUILD_BENCH=OFF \
+    --target tether-thread-tests
   TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" run_ctest build/tsan -R "Thread|Concurrent"
   echo "== libFuzzer targets of the wire decoders, ${TETHER_FUZZ_SECONDS:-10} s each (tests/fuzz)"
   bash tests/fuzz/run.sh build/fuzz || failures=$((failures + 1))

@@ -31,6 +31,7 @@ Expected<void> load_once() {
                       "TETHER_SHM_TRANSPORT=own on one node, TETHER_NET_TRANSPORT=own across nodes");
   std::string missing;
   Libfabric loaded{};
+  // & rather than &&: every missing name gets listed.
   bool complete = resolve(library, "fi_getinfo", loaded.getinfo, missing) &
                   resolve(library, "fi_freeinfo", loaded.freeinfo, missing) &
                   resolve(library, "fi_dupinfo", loaded.dupinfo, missing) &
