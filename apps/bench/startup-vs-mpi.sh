@@ -5,6 +5,7 @@
 # (tether-bench-startup) against mpirun (tether-mpi-bench-startup: MPI_Init, MPI_Barrier,
 # MPI_Finalize), on 1, 2 and 4 ranks, and each launcher starting /bin/true (the launcher
 # alone). Rounds alternate the two sides; prints the best and the median of ROUNDS in ms.
+# MPIRUN names Open MPI's mpirun (default: the one on PATH).
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-10}
@@ -15,7 +16,8 @@ for program in "$runner" "$apps/tether-bench-startup"; do
   [ -x "$program" ] || { echo "startup-vs-mpi.sh: no $program: build first (ninja -C $build)"; exit 1; }
 done
 have_mpi=1
-if [ ! -x "$apps/tether-mpi-bench-startup" ] || ! command -v mpirun >/dev/null; then
+mpirun=${MPIRUN:-mpirun}
+if [ ! -x "$apps/tether-mpi-bench-startup" ] || ! command -v "$mpirun" >/dev/null; then
   have_mpi=0
   echo "# no Open MPI baseline (apt-get install libopenmpi-dev openmpi-bin, then rebuild)"
 fi
@@ -49,8 +51,8 @@ for _ in $(seq 1 "$rounds"); do
     timed "tether-$ranks" "$runner" -n "$ranks" "$apps/tether-bench-startup"
     timed "tether-true-$ranks" "$runner" -n "$ranks" /bin/true
     if ((have_mpi)); then
-      timed "mpi-$ranks" mpirun -n "$ranks" --oversubscribe "$apps/tether-mpi-bench-startup"
-      timed "mpi-true-$ranks" mpirun -n "$ranks" --oversubscribe /bin/true
+      timed "mpi-$ranks" "$mpirun" -n "$ranks" --oversubscribe "$apps/tether-mpi-bench-startup"
+      timed "mpi-true-$ranks" "$mpirun" -n "$ranks" --oversubscribe /bin/true
     fi
   done
 done

@@ -17,32 +17,37 @@ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAG
   >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; exit 1; }
 cmake --build "$dir" -j "${TETHER_BUILD_JOBS:-$(nproc)}" --target "${targets[@]}"
 
-# One target: prints its outcome; exits non-zero on a failure.
+# One target, its report kept in $dir/$target.outcome (printed whole when it is reaped, so
+# reports of targets running side by side do not interleave); exits non-zero on a failure.
 fuzz_target() {
   local target=$1 work="$dir/corpus/$1" start=$SECONDS  # new inputs go to work; the seeds stay as they are
   mkdir -p "$work"
   if "$dir/tests/fuzz/$target" -max_total_time="$seconds" -seed=1 -print_final_stats=1 \
       -artifact_prefix="$dir/artifacts/$target-" "$work" "tests/fuzz/corpus/$target" >"$dir/$target.log" 2>&1; then
     echo "tether fuzz: $target: $(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$dir/$target.log" |
-      grep -o '[0-9]*$') runs in $((SECONDS - start)) s, no failure"
+      grep -o '[0-9]*$') runs in $((SECONDS - start)) s, no failure" >"$dir/$target.outcome"
   else
-    echo "tether fuzz: $target FAILED; the last lines of $dir/$target.log:"
-    tail -n 40 "$dir/$target.log"
+    { echo "tether fuzz: $target FAILED; the last lines of $dir/$target.log:"; tail -n 40 "$dir/$target.log"; } \
+      >"$dir/$target.outcome"
     return 1
   fi
 }
 
-# As many targets at once as there are CPUs (each is single-threaded).
+# As many targets at once as TETHER_BUILD_JOBS or the CPUs (each is single-threaded).
+((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 501)) || { echo "tether fuzz: needs bash 5.1 or later (wait -p)"; exit 1; }
+parallel=${TETHER_BUILD_JOBS:-$(nproc)}
 mkdir -p "$dir/artifacts"
 declare -A running=()  # pid -> target
 failed=()
+trap 'kill "${!running[@]}" 2>/dev/null' EXIT
 reap_one() {
-  local pid
+  local pid=""
   wait -n -p pid "${!running[@]}" || failed+=("${running[$pid]}")
+  cat "$dir/${running[$pid]}.outcome" 2>/dev/null || echo "tether fuzz: ${running[$pid]} left no report"
   unset "running[$pid]"
 }
 for target in "${targets[@]}"; do
-  ((${#running[@]} < $(nproc))) || reap_one
+  ((${#running[@]} < parallel)) || reap_one
   fuzz_target "$target" &
   running[$!]=$target
 done

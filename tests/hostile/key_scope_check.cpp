@@ -131,9 +131,10 @@ Outcome write_through_own_endpoint(Runtime& runtime, const Setup& setup, const v
   auto peer = endpoint.insert_peer(std::span(setup.address, setup.address_bytes));
   CHECK(attached && peer, "writer endpoint: {}", !attached ? attached.error().message() : peer ? "" : peer.error().message());
   if (!attached || !peer) return Outcome::unanswered;
-  // A write that lands or is refused is answered within milliseconds; libfabric shm answers
-  // a bad-key write never, so this is how long "unanswered" takes to establish.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  // libfabric shm never answers a bad-key write, so there the deadline is how long
+  // "unanswered" takes to establish (its writes that land are answered within milliseconds);
+  // elsewhere it also covers connecting, which a loaded machine can make slow.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(writer_spec(runtime) == "ofi:shm" ? 2 : 5);
   transport::Completion completions[4];
   Status posted = endpoint.write(*peer, source, bytes, nullptr, target, 0, 1);
   while (posted == Status::retry && std::chrono::steady_clock::now() < deadline) {  // connecting

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
@@ -415,11 +416,27 @@ void peer_death(Runtime& runtime) {
   std::fputs("rank 0 saw rank 1 die\n", stdout);
 }
 
+// Whether this rank, its runtime up and a message exchanged, has libfabric mapped: printed
+// for the test to compare with what the transport choice implies.
+void libfabric_mapped(Runtime& runtime) {
+  int peer = (runtime.rank() + 1) % runtime.size();
+  int out = runtime.rank(), in = -1;
+  Request send, receive;
+  CHECK(runtime.irecv(&in, sizeof in, (runtime.rank() + runtime.size() - 1) % runtime.size(), 9, receive) != Status::error, "recv");
+  CHECK(runtime.isend(&out, sizeof out, peer, 9, send) != Status::error, "send");
+  wait_ok(runtime, send);
+  wait_ok(runtime, receive);
+  std::ifstream maps("/proc/self/maps");
+  bool mapped = false;
+  for (std::string line; std::getline(maps, line);) mapped = mapped || line.find("libfabric.so") != std::string::npos;
+  fmt::print("rank {}: libfabric {}mapped\n", runtime.rank(), mapped ? "" : "not ");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fputs("usage: tether-messaging-check sizes|sizes-pool|ordering|wildcards|truncation|many|bad-input|peer-death|pressure|memlock-refused\n", stderr);
+    std::fputs("usage: tether-messaging-check sizes|sizes-pool|ordering|wildcards|truncation|many|bad-input|peer-death|pressure|memlock-refused|threads|libfabric-mapped\n", stderr);
     return 2;
   }
   auto runtime = tether::testing::start_job_or_exit("tether-messaging-check");
@@ -428,7 +445,7 @@ int main(int argc, char** argv) {
       {"sizes", [](Runtime& r) { sizes(r, false); }}, {"sizes-pool", [](Runtime& r) { sizes(r, true); }},
       {"ordering", ordering}, {"sends-at-start", sends_at_start}, {"wildcards", wildcards}, {"truncation", truncation}, {"many", many},
       {"bad-input", bad_input}, {"peer-death", peer_death}, {"pressure", pressure},
-      {"memlock-refused", memlock_refused}, {"threads", threads}};
+      {"memlock-refused", memlock_refused}, {"threads", threads}, {"libfabric-mapped", libfabric_mapped}};
   auto found = scenarios.find(scenario);
   if (found == scenarios.end()) {
     fmt::print(stderr, "unknown scenario {}\n", scenario);

@@ -196,6 +196,32 @@ TEST(MessagingLimitsTest, SmallSendsFinishedAtStartHoldNoRequest) {
   }
 }
 
+// libfabric (whose Debian build costs every process loading it 0.1-0.2 s) stays out of ranks
+// that use no libfabric: on-node (shm-own) and on tcp-own chosen outright; the network
+// path's auto choice loads it to look for an RDMA provider (transport/ofi/libfabric.hpp).
+TEST(MessagingStartTest, RanksLoadLibfabricOnlyWhenTheirTransportChoiceNeedsIt) {
+  struct Expectation {
+    std::vector<std::string> environment;
+    const char* state;
+  };
+  std::vector<Expectation> expectations{
+      {{}, "not mapped"},
+      {{"TETHER_SHM=off", "TETHER_NET_TRANSPORT=own", "TETHER_TCP_INTERFACE=lo"}, "not mapped"},
+      {{"TETHER_SHM=off", "TETHER_TCP_INTERFACE=lo"}, "mapped"},
+      {{"TETHER_SHM_TRANSPORT=ofi"}, "mapped"}};
+  for (const auto& expectation : expectations) {
+    Outcome outcome = run({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", MESSAGING_CHECK_PATH, "libfabric-mapped"},
+                          expectation.environment, std::chrono::seconds(90));
+    std::string context = "environment:";
+    for (const auto& variable : expectation.environment) context += " " + variable;
+    context += "\n" + outcome.output;
+    EXPECT_EQ(outcome.exit_code, 0) << context;
+    for (std::string rank : {"0", "1"})
+      EXPECT_NE(outcome.output.find("rank " + rank + ": libfabric " + expectation.state + "\n"), std::string::npos)
+          << context;
+  }
+}
+
 // A flood past TETHER_EAGER_CREDITS and an exhausted pool: the sender says its credits
 // ran out and sends the rest by rendezvous, a clear out-of-memory error on the one send
 // that needed pool memory, every other message delivered intact (tether-messaging-check

@@ -1,6 +1,7 @@
 // Two-process tests of every transport backend, parameterised by "ofi:shm", "ofi:tcp"
 // (tcp;ofi_rxm on loopback) and "verbs" (skipped without an RDMA device).
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -404,15 +405,17 @@ TEST(TransportOpenTest, LibfabricIsLoadedOnlyWhenAnOfiTransportOpens) {
   pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
+    ::alarm(30);  // the watchdog: SIGALRM ends a child that hangs
     if (libfabric_mapped()) ::_exit(2);
     auto own = transport::open_transport("shm-own");
     if (!own || libfabric_mapped()) ::_exit(3);
     auto ofi = transport::open_transport("ofi:tcp");
+    if (!ofi) std::fprintf(stderr, "ofi:tcp: %s\n", ofi.error().message().c_str());
     ::_exit(!ofi ? 4 : libfabric_mapped() ? 0 : 5);
   }
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_TRUE(WIFEXITED(status)) << "the child ended by signal " << WTERMSIG(status);
   const char* failures[] = {"", "", "libfabric was mapped before any transport opened", "opening shm-own loaded libfabric",
                             "ofi:tcp did not open", "ofi:tcp opened without libfabric mapped"};
   EXPECT_EQ(WEXITSTATUS(status), 0) << failures[std::min(WEXITSTATUS(status), 5)];

@@ -1,4 +1,4 @@
-// Loading libfabric.so.1 and resolving its five exported entry points.
+// Loading libfabric.so.1 and binding its five exported entry points.
 #include "transport/ofi/libfabric.hpp"
 
 #include <dlfcn.h>
@@ -13,43 +13,44 @@ namespace {
 
 constexpr const char* kLibrary = "libfabric.so.1";
 
-Libfabric g_libfabric{};
+Libfabric g_libfabric{};  // written once, inside load_libfabric's call_once
 
-// The default version of `name`, the one a link against this libfabric's headers binds.
+// The version a link against these headers binds (TETHER_<NAME>_VERSION, from CMake).
 template <typename Function>
-bool resolve(void* library, const char* name, Function& function, std::string& missing) {
-  function = reinterpret_cast<Function>(::dlsym(library, name));
-  if (function == nullptr) missing += missing.empty() ? name : fmt::format(", {}", name);
-  return function != nullptr;
+void bind(void* library, const char* name, const char* version, Function& function, std::string& missing) {
+  function = reinterpret_cast<Function>(::dlvsym(library, name, version));
+  if (function == nullptr) missing += fmt::format("{}{}@{}", missing.empty() ? "" : ", ", name, version);
 }
 
-Expected<void> load_once() {
+Expected<Libfabric> load_once() {
   void* library = ::dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr)
-    return make_error(Errc::unsupported, fmt::format("cannot load {}: {}", kLibrary, ::dlerror()),
+    return make_error(Errc::unsupported, fmt::format("dlopen failed: {}", ::dlerror()),
                       "install libfabric1 (Debian, Ubuntu) or libfabric (RHEL), or use tether's own transports: "
                       "TETHER_SHM_TRANSPORT=own on one node, TETHER_NET_TRANSPORT=own across nodes");
-  std::string missing;
   Libfabric loaded{};
-  // & rather than &&: every missing name gets listed.
-  bool complete = resolve(library, "fi_getinfo", loaded.getinfo, missing) &
-                  resolve(library, "fi_freeinfo", loaded.freeinfo, missing) &
-                  resolve(library, "fi_dupinfo", loaded.dupinfo, missing) &
-                  resolve(library, "fi_fabric", loaded.fabric, missing) &
-                  resolve(library, "fi_strerror", loaded.strerror, missing);
-  if (!complete)
-    return make_error(Errc::unsupported, fmt::format("{} lacks {}", kLibrary, missing),
-                      "install a libfabric of version 1.14 or later (fi_info --version)");
-  g_libfabric = loaded;
-  return {};
+  std::string missing;
+  bind(library, "fi_getinfo", TETHER_FI_GETINFO_VERSION, loaded.getinfo, missing);
+  bind(library, "fi_freeinfo", TETHER_FI_FREEINFO_VERSION, loaded.freeinfo, missing);
+  bind(library, "fi_dupinfo", TETHER_FI_DUPINFO_VERSION, loaded.dupinfo, missing);
+  bind(library, "fi_fabric", TETHER_FI_FABRIC_VERSION, loaded.fabric, missing);
+  bind(library, "fi_strerror", TETHER_FI_STRERROR_VERSION, loaded.strerror, missing);
+  if (!missing.empty())
+    return make_error(Errc::unsupported, fmt::format("the {} found lacks {}", kLibrary, missing),
+                      "it is older than the libfabric tether was built with, or not libfabric: check "
+                      "`ldconfig -p | grep libfabric` and LD_LIBRARY_PATH");
+  return loaded;
 }
 
 }  // namespace
 
 Expected<const Libfabric*> load_libfabric() {
   static std::once_flag once;
-  static Expected<void> loaded;
-  std::call_once(once, [] { loaded = load_once(); });
+  static Expected<Libfabric> loaded = make_error(Errc::unsupported, "not loaded yet", "");
+  std::call_once(once, [] {
+    loaded = load_once();
+    if (loaded) g_libfabric = *loaded;
+  });
   if (!loaded) return tl::unexpected(loaded.error());
   return &g_libfabric;
 }

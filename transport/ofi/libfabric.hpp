@@ -1,8 +1,10 @@
 // libfabric's entry points, from a libfabric.so.1 loaded on first use (dlopen), not linked.
 // Debian's libfabric1 needs libinfinipath, whose constructor calibrates a clock for 100 ms
 // or more, pinned to CPU 0, in every process that loads it: linked, it cost every tether
-// process (ranks, tether-run, each test) about 0.2 s at start, ofi transport or not.
-// Everything else in libfabric's API is an inline call through the objects these return.
+// process (ranks, tether-run, each test) about 0.2 s at start. Now only processes that use
+// libfabric pay it: an ofi transport, and TETHER_NET_TRANSPORT=auto's look for an RDMA
+// provider (network jobs; tether-info). Everything else in libfabric's API is an inline
+// call through the objects these return.
 #pragma once
 
 #include <rdma/fabric.h>
@@ -21,12 +23,13 @@ struct Libfabric {
   [[nodiscard]] fi_info* allocinfo() const { return dupinfo(nullptr); }
 };
 
-// Loads libfabric.so.1 once per process (thread-safe; never unloaded). The error names the
-// library, the loader's reason and the fix.
-Expected<const Libfabric*> load_libfabric();
+// Loads libfabric.so.1 once per process (thread-safe; never unloaded) and binds the symbol
+// versions these headers were built for (cmake/TetherLibfabricVersions.cmake). The error
+// names the library, the loader's reason and the fix.
+[[nodiscard]] Expected<const Libfabric*> load_libfabric();
 
-// The loaded entry points: only after load_libfabric() succeeded (every OfiTransport is
-// made after one).
+// The loaded entry points. Precondition: load_libfabric() succeeded (every OfiTransport and
+// every provider listing is made after it did).
 const Libfabric& libfabric() noexcept;
 
 }  // namespace tether::transport::ofi

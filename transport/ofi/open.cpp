@@ -84,7 +84,9 @@ std::string choose_provider(std::string_view requested, std::string& why) {
     return std::string(requested);
   }
   if (auto loaded = load_libfabric(); !loaded) {
-    why = loaded.error().cause;
+    why = loaded.error().message();
+    static std::once_flag warned;
+    std::call_once(warned, [&] { log::warn("transport", "no libfabric provider can be listed: {}", why); });
     return "tcp;ofi_rxm";
   }
   fi_info* hints = make_hints("");
