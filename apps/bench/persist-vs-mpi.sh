@@ -16,12 +16,9 @@ sizes=1,8,64,1024,8192,65536,1048576,4194304
 declare -A latency_iterations=([shm]=5000 [ofi-shm]=5000 [tcp]=1000)
 # the Open MPI run each tether path is compared with
 declare -A mpi_path=([shm]=shm [ofi-shm]=shm [tcp]=tcp)
-runner="$build/tether-run"
-[ -x "$runner" ] || runner="$build/launch/tether-run"
-apps="$build/apps/bench"
-for program in "$runner" "$apps/tether-bench-persist"; do
-  [ -x "$program" ] || { echo "persist-vs-mpi.sh: no $program: build first (cmake --build $build)"; exit 1; }
-done
+# shellcheck source=apps/bench/bench-common.sh
+source "$(dirname "$0")/bench-common.sh"
+bench_locate "$build" persist-vs-mpi.sh tether-bench-persist
 have_mpi=1
 if [ ! -x "$apps/tether-mpi-bench-persist" ] || ! command -v mpirun >/dev/null; then
   have_mpi=0

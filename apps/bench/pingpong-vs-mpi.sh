@@ -12,12 +12,9 @@ rounds=${2:-2}
 sizes=1,8,64,1024,8192,65536,1048576,4194304
 # latency iterations at small sizes per path (the apps scale them down for large sizes)
 declare -A latency_iterations=([shm]=5000 [tcp]=1000)
-runner="$build/tether-run"
-[ -x "$runner" ] || runner="$build/launch/tether-run"
-apps="$build/apps/bench"
-for program in "$runner" "$apps/tether-pingpong" "$apps/tether-bw"; do
-  [ -x "$program" ] || { echo "run.sh: no $program: build first (ninja -C $build)"; exit 1; }
-done
+# shellcheck source=apps/bench/bench-common.sh
+source "$(dirname "$0")/bench-common.sh"
+bench_locate "$build" pingpong-vs-mpi.sh tether-pingpong tether-bw
 have_mpi=1
 if [ ! -x "$apps/tether-mpi-pingpong" ] || ! command -v mpirun >/dev/null; then
   have_mpi=0

@@ -9,12 +9,9 @@
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-10}
-runner="$build/tether-run"
-[ -x "$runner" ] || runner="$build/launch/tether-run"
-apps="$build/apps/bench"
-for program in "$runner" "$apps/tether-bench-startup"; do
-  [ -x "$program" ] || { echo "startup-vs-mpi.sh: no $program: build first (ninja -C $build)"; exit 1; }
-done
+# shellcheck source=apps/bench/bench-common.sh
+source "$(dirname "$0")/bench-common.sh"
+bench_locate "$build" startup-vs-mpi.sh tether-bench-startup
 have_mpi=1
 mpirun=${MPIRUN:-mpirun}
 if [ ! -x "$apps/tether-mpi-bench-startup" ] || ! command -v "$mpirun" >/dev/null; then
