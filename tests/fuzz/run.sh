@@ -39,7 +39,13 @@ parallel=${TETHER_BUILD_JOBS:-$(nproc)}
 mkdir -p "$dir/artifacts"
 declare -A running=()  # pid -> target
 failed=()
-trap 'kill "${!running[@]}" 2>/dev/null' EXIT
+# On the way out (Ctrl-C, a failed step) no fuzzer is left running; the exit status stays.
+stop_running() {
+  local status=$?
+  ((${#running[@]} == 0)) || kill "${!running[@]}" 2>/dev/null || true
+  exit "$status"
+}
+trap stop_running EXIT
 reap_one() {
   local pid=""
   wait -n -p pid "${!running[@]}" || failed+=("${running[$pid]}")
