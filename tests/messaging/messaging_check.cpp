@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
@@ -21,6 +20,7 @@
 #include "runtime/bootstrap/bootstrap.hpp"
 #include "tether/pool.hpp"
 #include "tether/runtime.hpp"
+#include "tests/support/mapped_library.hpp"
 #include "tests/support/rank_check.hpp"
 #include "tests/support/start_job.hpp"
 
@@ -426,9 +426,7 @@ void libfabric_mapped(Runtime& runtime) {
   CHECK(runtime.isend(&out, sizeof out, peer, 9, send) != Status::error, "send");
   wait_ok(runtime, send);
   wait_ok(runtime, receive);
-  std::ifstream maps("/proc/self/maps");
-  bool mapped = false;
-  for (std::string line; std::getline(maps, line);) mapped = mapped || line.find("libfabric.so") != std::string::npos;
+  bool mapped = tether::testing::library_mapped("libfabric.so");
   fmt::print("rank {}: libfabric {}mapped\n", runtime.rank(), mapped ? "" : "not ");
 }
 

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <set>
 
 #include <gtest/gtest.h>
 
+#include "tests/support/mapped_library.hpp"
 #include "tests/transport/transport_support.hpp"
 #include "tether/pool.hpp"
 
@@ -388,13 +388,7 @@ TEST(TransportOpenTest, UnknownTransportAndBadPeerAddressAreClearErrors) {
   EXPECT_NE(missing.error().cause.find("no-such-provider"), std::string::npos) << missing.error().message();
 }
 
-bool libfabric_mapped() {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line))
-    if (line.find("libfabric.so") != std::string::npos) return true;
-  return false;
-}
+bool libfabric_mapped() { return library_mapped("libfabric.so"); }
 
 // libfabric is loaded when an ofi transport opens, not with libtether (its libinfinipath
 // costs every process that loads it 0.1-0.2 s at start). In a child: a clean process.

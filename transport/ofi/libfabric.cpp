@@ -22,7 +22,7 @@ void bind(void* library, const char* name, const char* version, Function& functi
   if (function == nullptr) missing += fmt::format("{}{}@{}", missing.empty() ? "" : ", ", name, version);
 }
 
-Expected<Libfabric> load_once() {
+Expected<void> load_once() {
   void* library = ::dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr)
     return make_error(Errc::unsupported, fmt::format("dlopen failed: {}", ::dlerror()),
@@ -39,18 +39,16 @@ Expected<Libfabric> load_once() {
     return make_error(Errc::unsupported, fmt::format("the {} found lacks {}", kLibrary, missing),
                       "it is older than the libfabric tether was built with, or not libfabric: check "
                       "`ldconfig -p | grep libfabric` and LD_LIBRARY_PATH");
-  return loaded;
+  g_libfabric = loaded;
+  return {};
 }
 
 }  // namespace
 
 Expected<const Libfabric*> load_libfabric() {
   static std::once_flag once;
-  static Expected<Libfabric> loaded = make_error(Errc::unsupported, "not loaded yet", "");
-  std::call_once(once, [] {
-    loaded = load_once();
-    if (loaded) g_libfabric = *loaded;
-  });
+  static Expected<void> loaded;
+  std::call_once(once, [] { loaded = load_once(); });
   if (!loaded) return tl::unexpected(loaded.error());
   return &g_libfabric;
 }
