@@ -60,7 +60,6 @@ Status Transport::fail(Errc code, std::string cause, std::string remedy, int sys
 }
 
 Expected<Registration> register_pages(Registrar& registrar, const void* address, std::size_t bytes) {
-  constexpr std::uintptr_t kPageBytes = 4096;
   auto start = reinterpret_cast<std::uintptr_t>(address) & ~(kPageBytes - 1);
   auto end = (reinterpret_cast<std::uintptr_t>(address) + bytes + kPageBytes - 1) & ~(kPageBytes - 1);
   return registrar.register_range(reinterpret_cast<void*>(start), end - start, Access::all);

@@ -25,6 +25,7 @@ namespace tether::transport {
 // A peer as this endpoint names it: 0, 1, 2, ... in the order of insert_peer.
 using PeerIndex = std::uint32_t;
 inline constexpr PeerIndex kUnknownPeer = 0xffffffffU;
+inline constexpr std::size_t kPageBytes = 4096;  // registration and mapping granularity
 
 // How a peer names a registered range of ours (and we name theirs). Plain data: send it
 // as bytes. registration_base is the start of the registration, needed by providers that

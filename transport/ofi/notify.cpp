@@ -18,7 +18,6 @@ namespace {
 
 constexpr std::uint64_t kNotificationTag = 0x7e7e000000000001ULL;
 constexpr std::size_t kNotificationReceives = 64;
-constexpr std::size_t kPageBytes = 4096;
 
 }  // namespace
 

@@ -17,8 +17,6 @@
 namespace tether::transport::shm {
 namespace {
 
-constexpr std::uint64_t kPageBytes = 4096;
-
 Expected<PeerMapping> map_peer_file(std::uint32_t pid, std::int32_t fd) {
   std::string path = fmt::format("/proc/{}/fd/{}", pid, fd);
   int local = ::open(path.c_str(), O_RDWR | O_CLOEXEC);

@@ -23,7 +23,6 @@ namespace tether::transport::shm {
 namespace {
 
 constexpr std::uint32_t kRingCount = 64;  // local senders one process can hear from
-constexpr std::uint64_t kPageBytes = 4096;
 
 struct WireAddress {
   std::uint32_t magic;
