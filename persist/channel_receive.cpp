@@ -133,6 +133,7 @@ Status ChannelRegistry::release(ChannelState& channel) noexcept {
                   "release once per message that test() or wait() gave");
   auto slot = static_cast<std::uint32_t>(receive.released % channel.shape.slots);
   receive.slot_held[receive.landing_slot[slot]] = 0;
+  receive.last_released_bytes = receive.landed_bytes[slot];
   receive.complete[slot] = 0;
   receive.partitions_landed[slot] = 0;
   auto partitions = receive.partition_landed.begin() + static_cast<std::ptrdiff_t>(slot) * channel.shape.partitions;
@@ -142,7 +143,7 @@ Status ChannelRegistry::release(ChannelState& channel) noexcept {
   if (channel.phase == Phase::failed) return Status::done;
   std::uint32_t batch = credit_batch_ > 0 ? credit_batch_ : std::max<std::uint32_t>(1, channel.shape.slots / 4);
   // Credits by message, by default: more than half the slots at once; fewer ride on data
-  // to that rank, or go when this side waits for its next message.
+  // to that rank or go ahead of a write to it, or go when this side waits for its next message.
   if (channel.inline_max > 0 && credit_batch_ == 0) batch = channel.shape.slots / 2 + 1;
   if (channel.self || channel.direct_credit != nullptr || receive.unreported >= std::min(batch, channel.shape.slots)) return_credits(channel);
   else owe_credits(channel);

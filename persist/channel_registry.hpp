@@ -102,6 +102,11 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   void owe_again(std::uint32_t channel_id, std::uint32_t credits) noexcept;
   Status post_message(ChannelState& channel, std::uint64_t sequence, std::size_t length, std::uint32_t value) noexcept;
   ChannelState* owing_channel_to(int rank) noexcept;
+  void return_credits_ahead_of_write(int rank) noexcept;
+  // Messages of `bytes` through every slot and a send buffer would not fit this CPU's L2.
+  [[nodiscard]] bool slots_outgrow_l2(const ChannelState& channel, std::size_t bytes) const noexcept {
+    return (channel.shape.slots + 1) * bytes > l2_bytes_;
+  }
   void send_credit_message(ChannelState& channel) noexcept;
   void take_message_credits(int source, std::uint64_t bits) noexcept;
   void land_message(int source, std::uint64_t bits, std::span<const std::byte> payload) noexcept;

@@ -116,7 +116,7 @@ void ChannelRegistry::await_warm_slot(ChannelState& channel, std::size_t bytes) 
   constexpr std::size_t kBytesPerWaitNanosecond = 128;  // an eighth of the copy at 16 GB/s
   constexpr std::chrono::nanoseconds kLongestWait = std::chrono::microseconds(16);
   SendProgress& send = channel.send;
-  if ((channel.shape.slots + 1) * bytes <= l2_bytes_ || send.started < send.no_warm_wait_before ||
+  if (!slots_outgrow_l2(channel, bytes) || send.started < send.no_warm_wait_before ||
       credits_of(channel) >= send.started)
     return;
   ++stats_.warm_slot_waits;
@@ -183,6 +183,7 @@ Status ChannelRegistry::post_data_write(ChannelState& channel, std::uint64_t seq
                                         std::size_t length, std::uint32_t value) noexcept {
   if (channel.self) return copy_to_self(channel, sequence, offset, length, value);
   if (channel.inline_max > 0 && length <= channel.inline_max && offset == 0) return post_message(channel, sequence, length, value);
+  return_credits_ahead_of_write(channel.shape.peer);
   std::uint32_t slot = landing_slot_of(channel, sequence);
   std::uint32_t buffer = channel.buffer_of(sequence);
   transport::Transport& transport = engine_.transport();

@@ -242,16 +242,18 @@ std::uint64_t ping_pong(Runtime& runtime, SendChannel& out, ReceiveChannel& in, 
 
 // A ping-pong over 4 slots. A direct store, or a write or send over a transport that
 // delivers in order, takes the slot released last, so every message lands in one slot
-// (still in cache); elsewhere messages rotate through all four.
-void warm_slot(Runtime& runtime) {
+// (still in cache); elsewhere messages rotate through all four. 4 KiB messages travel as
+// sends over tcp, 1 MiB ones as writes (above TETHER_CHANNEL_INLINE_MAX), whose credits
+// must reach the peer before the write it answers.
+void warm_slot_of(Runtime& runtime, std::size_t slot_bytes, std::uint64_t messages) {
   if (runtime.rank() > 1) return;
-  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 15, .slot_bytes = 4096, .slots = 4};
+  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 15, .slot_bytes = slot_bytes, .slots = 4};
   SendChannel out = make_send(runtime, shape);
   ReceiveChannel in = make_receive(runtime, shape);
   connect(out, in);
   auto picked_before = tether::channel_stats(runtime).sender_picked_slots;
   std::set<const std::byte*> landed_at;
-  std::uint64_t sent = ping_pong(runtime, out, in, shape, count_or(1000),
+  std::uint64_t sent = ping_pong(runtime, out, in, shape, messages,
                                  [&](Bytes message) { landed_at.insert(message.data()); });
   bool picked = tether::channel_stats(runtime).sender_picked_slots - picked_before == sent;
   std::size_t expected = picked ? 1 : shape.slots;
@@ -260,6 +262,9 @@ void warm_slot(Runtime& runtime) {
   fmt::print("rank {}: {} messages landed in {} slot(s) ({})\n", runtime.rank(), sent, landed_at.size(),
              picked ? "slots picked by the sender" : "slots in turn");
 }
+
+void warm_slot(Runtime& runtime) { warm_slot_of(runtime, 4096, count_or(1000)); }
+void warm_large_slot(Runtime& runtime) { warm_slot_of(runtime, std::size_t{1} << 20, count_or(200)); }
 
 // The pool memory a send channel of 4 slots of 1 MiB takes: one buffer on the direct
 // path (it copies at start()), one per slot elsewhere. Messages still land intact.
@@ -641,7 +646,7 @@ int main(int argc, char** argv) {
       {"user-buffers", user_buffers}, {"self", self}, {"mismatch", mismatch},
       {"bad-input", bad_input}, {"close-in-flight", close_in_flight}, {"fan-in", fan_in},
       {"killed", killed}, {"peer-death", peer_death}, {"held-slots", held_slots}, {"warm-slot", warm_slot},
-      {"send-buffers", send_buffers}, {"held-large-slots", held_large_slots},
+      {"warm-large-slot", warm_large_slot}, {"send-buffers", send_buffers}, {"held-large-slots", held_large_slots},
       {"user-slots", user_slots}};
   auto found = argc >= 2 ? scenarios.find(argv[1]) : scenarios.end();
   if (found == scenarios.end()) {
