@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <string>
 
@@ -76,12 +77,31 @@ Error call_error(const char* call, int result, const std::string& what) {
 // Ordered list of high-performance providers preferred over tcp when present.
 constexpr std::string_view kPreferredProviders[] = {"verbs;ofi_rxm", "efa", "cxi"};
 
+// Where the devices of those providers show: rdma-core's class (InfiniBand, RoCE, iWARP,
+// soft-RoCE, EFA) and Slingshot's. With both empty none of them can open, and asking
+// libfabric costs a network job about 0.35 s at start (its providers' constructors and
+// probes: Debian's build calibrates a clock for 100 ms and reads /proc/kallsyms).
+constexpr const char* kRdmaDeviceClasses[] = {"/sys/class/infiniband", "/sys/class/cxi"};
+
+bool rdma_device_listed() {
+  for (const char* device_class : kRdmaDeviceClasses) {
+    std::error_code error;
+    std::filesystem::directory_iterator devices(device_class, error);
+    if (!error && devices != std::filesystem::directory_iterator()) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string choose_provider(std::string_view requested, std::string& why) {
   if (!requested.empty() && requested != "auto") {
     why = "TETHER_OFI_PROVIDER or the caller asked for it";
     return std::string(requested);
+  }
+  if (!rdma_device_listed()) {
+    why = "no RDMA device in /sys/class/infiniband or /sys/class/cxi; tcp;ofi_rxm works everywhere";
+    return "tcp;ofi_rxm";
   }
   if (auto loaded = load_libfabric(); !loaded) {
     why = loaded.error().message();
