@@ -54,7 +54,8 @@ ChannelState* ChannelRegistry::owing_channel_to(int rank) noexcept {
 // turn). Smaller messages stay warm anyway, and the credit message would cost the write
 // a syscall first (a 64 KiB ping-pong over tcp-own: 27 -> 31 us).
 void ChannelRegistry::return_credits_ahead_of_write(int rank) noexcept {
-  for (std::size_t i = 0; i < owing_credits_.size(); ++i) {  // return_credits never adds to the list
+  // By index: return_credits may owe again, but owe_credits adds no channel already listed.
+  for (std::size_t i = 0; i < owing_credits_.size(); ++i) {
     ChannelState& owing = *owing_credits_[i];
     if (owes_credits_by_message(owing, rank) && slots_outgrow_l2(owing, owing.receive.last_released_bytes))
       return_credits(owing);

@@ -103,8 +103,8 @@ constexpr Option kOptions[] = {
     {"TETHER_NET_TRANSPORT", "auto", Kind::choice,
      "The network path (peers on other nodes, or every peer with TETHER_SHM=off): own (tether's TCP sockets) "
      "or ofi (libfabric, TETHER_OFI_PROVIDER); auto: ofi when TETHER_OFI_PROVIDER names a provider or libfabric "
-     "lists an RDMA one (verbs, efa, cxi), else own (auto loads libfabric to look where /sys/class/infiniband or "
-     "/sys/class/cxi lists a device; own never does)", "auto|own|ofi"},
+     "lists an RDMA one (verbs, efa, cxi), else own (auto loads libfabric to look where /sys/class/infiniband, "
+     "cxi_user or cxi lists a device; own never does)", "auto|own|ofi"},
     {"TETHER_TCP_INTERFACE", "auto", Kind::text,
      "Where tether's own TCP transport listens: an interface name (eth0) or IPv4 address; auto: the first "
      "interface that is up and not loopback, else lo"},

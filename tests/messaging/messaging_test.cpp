@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -197,22 +196,14 @@ TEST(MessagingLimitsTest, SmallSendsFinishedAtStartHoldNoRequest) {
   }
 }
 
-// Whether /sys lists a device of an RDMA provider (rdma-core's or Slingshot's class).
-bool rdma_device_listed() {
-  for (const char* device_class : {"/sys/class/infiniband", "/sys/class/cxi"}) {
-    std::error_code error;
-    if (std::filesystem::directory_iterator devices(device_class, error);
-        !error && devices != std::filesystem::directory_iterator())
-      return true;
-  }
-  return false;
-}
-
 // libfabric (whose Debian build costs every process loading it 0.1-0.2 s) stays out of ranks
 // that use no libfabric: on-node (shm-own) and on tcp-own chosen outright; the network
 // path's auto choice loads it to look for an RDMA provider only where /sys lists an RDMA
-// device (transport/ofi/libfabric.hpp).
+// device (transport/ofi/open.cpp), as tether-info reports.
 TEST(MessagingStartTest, RanksLoadLibfabricOnlyWhenTheirTransportChoiceNeedsIt) {
+  Outcome info = run({TETHER_INFO_PATH}, {"TETHER_SHM=off"}, std::chrono::seconds(60));
+  ASSERT_NE(info.output.find("ofi provider: "), std::string::npos) << info.output;
+  bool looks = info.output.find("no RDMA device") == std::string::npos;
   struct Expectation {
     std::vector<std::string> environment;
     const char* state;
@@ -220,14 +211,15 @@ TEST(MessagingStartTest, RanksLoadLibfabricOnlyWhenTheirTransportChoiceNeedsIt) 
   std::vector<Expectation> expectations{
       {{}, "not mapped"},
       {{"TETHER_SHM=off", "TETHER_NET_TRANSPORT=own", "TETHER_TCP_INTERFACE=lo"}, "not mapped"},
-      {{"TETHER_SHM=off", "TETHER_TCP_INTERFACE=lo"}, rdma_device_listed() ? "mapped" : "not mapped"},
+      {{"TETHER_SHM=off", "TETHER_TCP_INTERFACE=lo"}, looks ? "mapped" : "not mapped"},
       {{"TETHER_SHM_TRANSPORT=ofi"}, "mapped"}};
   for (const auto& expectation : expectations) {
     Outcome outcome = run({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", MESSAGING_CHECK_PATH, "libfabric-mapped"},
                           expectation.environment, std::chrono::seconds(90));
     std::string context = "environment:";
     for (const auto& variable : expectation.environment) context += " " + variable;
-    context += "\n" + outcome.output;
+    context += std::string("\n(tether-info: the auto choice ") + (looks ? "looks" : "does not look") +
+               " for an RDMA provider)\n" + outcome.output;
     EXPECT_EQ(outcome.exit_code, 0) << context;
     for (std::string rank : {"0", "1"})
       EXPECT_NE(outcome.output.find("rank " + rank + ": libfabric " + expectation.state + "\n"), std::string::npos)

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -243,8 +244,9 @@ std::uint64_t ping_pong(Runtime& runtime, SendChannel& out, ReceiveChannel& in, 
 // A ping-pong over 4 slots. A direct store, or a write or send over a transport that
 // delivers in order, takes the slot released last, so every message lands in one slot
 // (still in cache); elsewhere messages rotate through all four. 4 KiB messages travel as
-// sends over tcp, 1 MiB ones as writes (above TETHER_CHANNEL_INLINE_MAX), whose credits
-// must reach the peer before the write it answers.
+// sends over tcp, large ones as writes (above TETHER_CHANNEL_INLINE_MAX), whose credits
+// must reach the peer before the write it answers (sent ahead where the slots outgrow the
+// L2: slots of 1 MiB or the L2's size, whichever is larger, always do).
 void warm_slot_of(Runtime& runtime, std::size_t slot_bytes, std::uint64_t messages) {
   if (runtime.rank() > 1) return;
   ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 15, .slot_bytes = slot_bytes, .slots = 4};
@@ -264,7 +266,10 @@ void warm_slot_of(Runtime& runtime, std::size_t slot_bytes, std::uint64_t messag
 }
 
 void warm_slot(Runtime& runtime) { warm_slot_of(runtime, 4096, count_or(1000)); }
-void warm_large_slot(Runtime& runtime) { warm_slot_of(runtime, std::size_t{1} << 20, count_or(200)); }
+void warm_large_slot(Runtime& runtime) {
+  auto l2 = static_cast<std::size_t>(std::max(0L, ::sysconf(_SC_LEVEL2_CACHE_SIZE)));
+  warm_slot_of(runtime, std::max(std::size_t{1} << 20, (l2 + 4095) / 4096 * 4096), count_or(200));
+}
 
 // The pool memory a send channel of 4 slots of 1 MiB takes: one buffer on the direct
 // path (it copies at start()), one per slot elsewhere. Messages still land intact.

@@ -3,8 +3,9 @@
 // or more, pinned to CPU 0, in every process that loads it: linked, it cost every tether
 // process (ranks, tether-run, each test) about 0.2 s at start. Now only processes that use
 // libfabric pay it: an ofi transport, and TETHER_NET_TRANSPORT=auto's look for an RDMA
-// provider (network jobs; tether-info). Everything else in libfabric's API is an inline
-// call through the objects these return.
+// provider (network jobs and tether-info, only where /sys lists an RDMA device:
+// ofi/open.cpp). Everything else in libfabric's API is an inline call through the objects
+// these return.
 #pragma once
 
 #include <rdma/fabric.h>

@@ -78,10 +78,11 @@ Error call_error(const char* call, int result, const std::string& what) {
 constexpr std::string_view kPreferredProviders[] = {"verbs;ofi_rxm", "efa", "cxi"};
 
 // Where the devices of those providers show: rdma-core's class (InfiniBand, RoCE, iWARP,
-// soft-RoCE, EFA) and Slingshot's. With both empty none of them can open, and asking
+// soft-RoCE, siw, EFA, Omni-Path) and Slingshot's (cxi_user is what libcxi lists, and all a
+// container may see; cxi on the host). With all empty none of them can open, and asking
 // libfabric costs a network job about 0.35 s at start (its providers' constructors and
 // probes: Debian's build calibrates a clock for 100 ms and reads /proc/kallsyms).
-constexpr const char* kRdmaDeviceClasses[] = {"/sys/class/infiniband", "/sys/class/cxi"};
+constexpr const char* kRdmaDeviceClasses[] = {"/sys/class/infiniband", "/sys/class/cxi_user", "/sys/class/cxi"};
 
 bool rdma_device_listed() {
   for (const char* device_class : kRdmaDeviceClasses) {
@@ -100,7 +101,7 @@ std::string choose_provider(std::string_view requested, std::string& why) {
     return std::string(requested);
   }
   if (!rdma_device_listed()) {
-    why = "no RDMA device in /sys/class/infiniband or /sys/class/cxi; tcp;ofi_rxm works everywhere";
+    why = "no RDMA device in /sys/class/infiniband, cxi_user or cxi; tcp;ofi_rxm works everywhere";
     return "tcp;ofi_rxm";
   }
   if (auto loaded = load_libfabric(); !loaded) {

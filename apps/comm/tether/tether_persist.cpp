@@ -25,13 +25,13 @@ namespace {
 // receiver still holds this one (released only at its next start()).
 constexpr std::uint32_t kSlotsPerChannel = 2;
 
-std::size_t bytes_of(const HaloMessage& message) { return message.doubles * sizeof(double); }
+std::size_t payload_bytes(const HaloMessage& message) { return message.doubles * sizeof(double); }
 
 // An empty message (none of today's patterns has one) still travels, in a one-double slot.
 ChannelShape shape_of(const HaloMessage& message) {
   return ChannelShape{.peer = message.peer,
                       .tag = message.tag,
-                      .slot_bytes = std::max(bytes_of(message), sizeof(double)),
+                      .slot_bytes = std::max(payload_bytes(message), sizeof(double)),
                       .slots = kSlotsPerChannel};
 }
 
@@ -125,7 +125,7 @@ Expected<void> PersistentChannelExchange::create_channels(Runtime& runtime) {
     auto channel = SendChannel::create(runtime, shape_of(message));
     if (!channel) return tl::unexpected(with_context(channel.error(), "creating the " + describe("send", message)));
     sends_.push_back(std::move(*channel));
-    send_bytes_.push_back(bytes_of(message));
+    send_bytes_.push_back(payload_bytes(message));
   }
   receives_.reserve(pattern_.receives.size());
   for (const HaloMessage& message : pattern_.receives) {
@@ -171,9 +171,9 @@ Status PersistentChannelExchange::release_landed() noexcept {
 bool PersistentChannelExchange::landed_as_expected() noexcept {
   for (std::size_t i = 0; i < landed_.size(); ++i) {
     const HaloMessage& message = pattern_.receives[i];
-    if (landed_[i].size() != bytes_of(message)) {
+    if (landed_[i].size() != payload_bytes(message)) {
       log::error("apps", "the {} landed {} bytes, expected {}", describe("receive", message), landed_[i].size(),
-                 bytes_of(message));
+                 payload_bytes(message));
       return false;
     }
     if (!is_double_aligned(landed_[i].data())) {
