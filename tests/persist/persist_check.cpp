@@ -268,7 +268,7 @@ void warm_slot_of(Runtime& runtime, std::size_t slot_bytes, std::uint64_t messag
 void warm_slot(Runtime& runtime) { warm_slot_of(runtime, 4096, count_or(1000)); }
 void warm_large_slot(Runtime& runtime) {
   auto l2 = static_cast<std::size_t>(std::max(0L, ::sysconf(_SC_LEVEL2_CACHE_SIZE)));
-  warm_slot_of(runtime, std::max(std::size_t{1} << 20, (l2 + 4095) / 4096 * 4096), count_or(200));
+  warm_slot_of(runtime, std::max(std::size_t{1} << 20, (l2 + 4095) / 4096 * 4096), count_or(20));
 }
 
 // The pool memory a send channel of 4 slots of 1 MiB takes: one buffer on the direct

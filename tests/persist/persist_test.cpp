@@ -143,7 +143,7 @@ TEST(PersistSlotsTest, TheSenderPicksTheSlotReleasedLastWhereDeliveryIsOrdered) 
       auto outcome = tether::testing::run(argv, transport_environment(transport), 90s);
       EXPECT_EQ(outcome.exit_code, 0) << transport << " " << scenario << "\n" << outcome.output;
       if (scenario != "held-slots") {
-        int sent = scenario == "warm-slot" ? 500 : 100;  // by each rank: half the ping-pong
+        int sent = scenario == "warm-slot" ? 500 : 10;  // by each rank: half the ping-pong
         EXPECT_NE(outcome.output.find(fmt::format("{} messages landed in {} slot(s)", sent, slots)), std::string::npos)
             << transport << "\n" << outcome.output;
       }
