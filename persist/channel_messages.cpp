@@ -28,6 +28,13 @@ bool owes_credits_by_message(const ChannelState& channel, int rank) noexcept {
          channel.phase == Phase::ready;
 }
 
+// The size of the message released last, while its credit is owed: the sender cannot land
+// a new message at that position before it has the credit.
+std::size_t last_released_bytes(const ChannelState& channel) noexcept {
+  const ReceiveProgress& receive = channel.receive;
+  return receive.released == 0 ? 0 : receive.landed_bytes[(receive.released - 1) % channel.shape.slots];
+}
+
 }  // namespace
 
 // Decided once the peer's hello came: it says how large a message it takes (0: none).
@@ -57,7 +64,7 @@ void ChannelRegistry::return_credits_ahead_of_write(int rank) noexcept {
   // By index: return_credits may owe again, but owe_credits adds no channel already listed.
   for (std::size_t i = 0; i < owing_credits_.size(); ++i) {
     ChannelState& owing = *owing_credits_[i];
-    if (owes_credits_by_message(owing, rank) && slots_outgrow_l2(owing, owing.receive.last_released_bytes))
+    if (owes_credits_by_message(owing, rank) && slots_outgrow_l2(owing, last_released_bytes(owing)))
       return_credits(owing);
   }
 }

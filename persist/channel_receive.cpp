@@ -133,7 +133,6 @@ Status ChannelRegistry::release(ChannelState& channel) noexcept {
                   "release once per message that test() or wait() gave");
   auto slot = static_cast<std::uint32_t>(receive.released % channel.shape.slots);
   receive.slot_held[receive.landing_slot[slot]] = 0;
-  receive.last_released_bytes = receive.landed_bytes[slot];
   receive.complete[slot] = 0;
   receive.partitions_landed[slot] = 0;
   auto partitions = receive.partition_landed.begin() + static_cast<std::ptrdiff_t>(slot) * channel.shape.partitions;

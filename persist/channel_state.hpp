@@ -130,7 +130,6 @@ struct ReceiveProgress {
   std::uint64_t delivered = 0;    // messages handed out by test()
   std::uint64_t released = 0;     // of those, given back
   std::uint64_t unreported = 0;   // released, credit not yet written
-  std::uint32_t last_released_bytes = 0;  // the size of the message released last
   std::uint64_t owed_since_pass = 0;  // the registry's progress pass when unreported left 0
   bool credit_message_busy = false;   // the credit message (in credit_word's line) is on its way
   std::uint32_t credits_in_message = 0;  // what it carries, owed again if it fails

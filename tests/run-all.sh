@@ -21,13 +21,8 @@ run_ctest() {  # run_ctest DIR [ctest options...]
   ctest --test-dir "$dir" --output-on-failure --no-tests=error -j "$jobs" --timeout 600 "$@" || failures=$((failures + 1))
 }
 
-# Debug information as line tables (-g1): backtraces, perf and sanitizer reports keep file
-# and line, the code is the same, and the five builds compile about a fifth faster.
-line_tables=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_CXX_FLAGS_DEBUG="-g1")
-# Unity batches of 16 sources parse the shared headers once per batch: the ASan build takes
-# about 180 s instead of 400 on 2 cores. The release build stays one file at a time, the way
-# users build, so a source that compiles only after its batch-mates still fails here.
-unity=(-DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16)
+# shellcheck source=tests/compile-options.sh
+source tests/compile-options.sh  # line_tables, unity
 
 mkdir -p build
 echo "== release build and tests"

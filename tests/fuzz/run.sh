@@ -12,9 +12,10 @@ targets=(tether-fuzz-wire tether-fuzz-channel-hello tether-fuzz-channel-notifica
 
 command -v clang++ >/dev/null || { echo "tether fuzz: clang++ not found; install clang and libclang-rt-14-dev"; exit 1; }
 mkdir -p "$(dirname "$dir")"
-cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_C_COMPILER=clang \
+# shellcheck source=tests/compile-options.sh
+source tests/compile-options.sh  # line_tables, unity
+cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${line_tables[@]}" "${unity[@]}" -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DTETHER_FUZZ=ON -DTETHER_WERROR=ON -DTETHER_BUILD_BENCH=OFF \
-  -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 \
   >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; exit 1; }
 cmake --build "$dir" -j "${TETHER_BUILD_JOBS:-$(nproc)}" --target "${targets[@]}"
 

@@ -45,12 +45,11 @@ Expected<void> load_once() {
 
 }  // namespace
 
-Expected<const Libfabric*> load_libfabric() {
+Expected<void> load_libfabric() {
   static std::once_flag once;
   static Expected<void> loaded;
   std::call_once(once, [] { loaded = load_once(); });
-  if (!loaded) return tl::unexpected(loaded.error());
-  return &g_libfabric;
+  return loaded;
 }
 
 const Libfabric& libfabric() noexcept { return g_libfabric; }

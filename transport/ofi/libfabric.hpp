@@ -27,7 +27,7 @@ struct Libfabric {
 // Loads libfabric.so.1 once per process (thread-safe; never unloaded) and binds the symbol
 // versions these headers were built for (cmake/TetherLibfabricVersions.cmake). The error
 // names the library, the loader's reason and the fix.
-[[nodiscard]] Expected<const Libfabric*> load_libfabric();
+[[nodiscard]] Expected<void> load_libfabric();
 
 // The loaded entry points. Precondition: load_libfabric() succeeded (every OfiTransport and
 // every provider listing is made after it did).
