@@ -132,6 +132,16 @@ struct OpenOptions {
   std::string notify;    // ofi: "auto", "cq-data" or "send" (see TETHER_OFI_NOTIFY); "" = config
 };
 
+// Takes a small message where the transport holds it (its length and bytes checked by
+// nobody yet), or declines it: it then goes to a posted receive as usual.
+class MessageReader {
+ public:
+  [[nodiscard]] virtual bool take(std::span<const std::byte> message) noexcept = 0;
+
+ protected:
+  ~MessageReader() = default;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -180,6 +190,11 @@ class Transport {
   [[nodiscard]] virtual bool maps_peer_pool(PeerIndex) const noexcept { return false; }
   // Fills `out` with finished operations; returns how many. Drives progress.
   [[nodiscard]] virtual std::size_t poll(std::span<Completion> out) noexcept = 0;
+  // Where messages arrive in memory this process can read in place (shm-own's rings),
+  // poll() first offers each to `reader`, in arrival order; one it takes leaves no
+  // completion and uses no posted receive. The reader must not call the transport.
+  // nullptr (the default) stops it; other transports ignore it.
+  virtual void read_messages_in_place(MessageReader* reader) noexcept { message_reader_ = reader; }
 
   // Why the last post call returned Status::error.
   [[nodiscard]] const Error& last_error() const noexcept { return last_error_; }
@@ -239,6 +254,7 @@ class Transport {
   Status fail(Errc code, std::string cause, std::string remedy, int sys_errno = 0) noexcept;
 
   Error last_error_;
+  MessageReader* message_reader_ = nullptr;
   int pool_slot_ = -1;
   KeyCounters key_counters_;
 };

@@ -81,6 +81,7 @@ Engine::~Engine() {
     log::warn("runtime", "rank {} shuts down with {} messages not yet delivered to the transport", rank_,
               backlog_.size() + bounces_in_flight_);
   wait_for_peers_to_finish();
+  transport_->read_messages_in_place(nullptr);
   channel_events_.reset();  // channels' registrations go before the transport does
   std::size_t pending = requests_.pending_count();
   if (pending > 0)
@@ -102,6 +103,7 @@ Expected<void> Engine::start() {
                                              make_context(ContextKind::receive_buffer, i));
     if (posted == Status::error) return tl::unexpected(transport_->last_error());
   }
+  transport_->read_messages_in_place(&in_place_reader_);
   auto address = transport_->address();
   auto put = bootstrap_->put(kAddressKey, address);
   if (!put) return put;

@@ -169,8 +169,22 @@ class Engine {
   void post_raw(int peer_rank, std::span<const std::byte> bytes, bool take_sequence) noexcept;
   // Eager and control messages handed to the transport so far (handshakes included).
   [[nodiscard]] std::uint64_t messages_sent() const noexcept { return messages_sent_.load(std::memory_order_relaxed); }
+  // Messages a posted receive took where the transport held them (shm-own's ring).
+  [[nodiscard]] std::uint64_t messages_read_in_place() const noexcept {
+    return messages_read_in_place_.load(std::memory_order_relaxed);
+  }
 
  private:
+  // Offers the engine each message the transport can hand over in place.
+  class InPlaceReader final : public transport::MessageReader {
+   public:
+    explicit InPlaceReader(Engine& engine) noexcept : engine_(engine) {}
+    [[nodiscard]] bool take(std::span<const std::byte> message) noexcept override { return engine_.take_in_place(message); }
+
+   private:
+    Engine& engine_;
+  };
+
   struct Command {
     std::uint32_t slot;
   };
@@ -239,11 +253,14 @@ class Engine {
   void stamp_credits(int peer_rank, MessageHeader& header) noexcept;
   void take_back_credits(int source, std::uint32_t returned) noexcept;
   bool admit_eager(const MessageHeader& header) noexcept;
+  [[nodiscard]] bool may_admit_eager(const MessageHeader& header) const noexcept;
   void owe_credit(const MessageHeader& header) noexcept;
+  [[nodiscard]] bool owing_sends_credits(const MessageHeader& header) const noexcept;
 
   // Receiving and matching (engine_match.cpp).
   void post_receive(RequestSlot* slot) noexcept;
   void on_receive(const transport::Completion& completion) noexcept;
+  bool take_in_place(std::span<const std::byte> bytes) noexcept;
   void release_held(int source) noexcept;
   void dispatch(const DecodedMessage& message) noexcept;
   void deliver(const DecodedMessage& message) noexcept;
@@ -323,6 +340,8 @@ class Engine {
 
   std::size_t bounces_in_flight_ = 0;  // posted sends whose completion has not come back
   std::atomic<std::uint64_t> messages_sent_{0};
+  std::atomic<std::uint64_t> messages_read_in_place_{0};  // written under the progress lock only
+  InPlaceReader in_place_reader_{*this};
   std::unique_ptr<ChannelEvents> channel_events_;
   std::unique_ptr<RegistrationCache> user_cache_;  // user buffers of rendezvous, over the transport
   bool user_cache_unavailable_ = false;

@@ -80,6 +80,30 @@ void Engine::on_receive(const transport::Completion& completion) noexcept {
   peer.held.emplace(sequence, HeldMessage{std::vector<std::byte>(bytes.begin(), bytes.end())});
 }
 
+// A message shm-own still holds in its ring: an eager one, next in its pair's order, that
+// a posted receive matches is copied straight into that receive's buffer (one copy; no
+// receive buffer, completion or repost). Anything else is declined and comes back as a
+// completion. Nothing here may call the transport: a credit message due is declined.
+bool Engine::take_in_place(std::span<const std::byte> bytes) noexcept {
+  auto message = decode(bytes, size_);
+  if (!message || message->header.kind != MessageKind::eager) return false;
+  const MessageHeader& header = message->header;
+  int source = static_cast<int>(header.source_rank);
+  PeerState& peer = peers_[static_cast<std::size_t>(source)];
+  if (header.sequence != peer.next_receive_sequence || !peer.held.empty() || !may_admit_eager(header) ||
+      owing_sends_credits(header))
+    return false;
+  RequestSlot* slot = match_posted(source, header.tag);
+  if (slot == nullptr) return false;
+  ++peer.heard_count;
+  take_back_credits(source, header.credits_returned);
+  ++peer.next_receive_sequence;
+  (void)admit_eager(header);
+  land_eager(slot, header, message->payload);
+  messages_read_in_place_.store(messages_read_in_place_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  return true;
+}
+
 // Delivers messages that waited for an earlier one from the same rank.
 void Engine::release_held(int source) noexcept {
   PeerState& peer = peers_[static_cast<std::size_t>(source)];

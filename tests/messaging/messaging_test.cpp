@@ -143,6 +143,7 @@ std::vector<Case> all_cases() {
     cases.push_back({"wildcards", 4, transport, "put"});
     cases.push_back({"many", 3, transport, "put"});
     cases.push_back({"bad-input", 2, transport, "put"});
+    cases.push_back({"read-in-place", 2, transport, "put"});
   }
   for (std::string protocol : {"put", "get"}) {
     cases.push_back({"sizes", 4, "hybrid", protocol});

@@ -75,6 +75,9 @@ class HybridTransport final : public Transport {
                             std::uint64_t context) noexcept override;
   [[nodiscard]] std::byte* map_remote(PeerIndex peer, const RemoteBuffer& remote, std::size_t length) noexcept override;
   [[nodiscard]] std::size_t poll(std::span<Completion> out) noexcept override;
+  void read_messages_in_place(MessageReader* reader) noexcept override {
+    for (auto& backend : backends_) backend->read_messages_in_place(reader);
+  }
 
   [[nodiscard]] Expected<void> attach_pool() override;
   void detach_pool() noexcept override;

@@ -27,16 +27,17 @@ void ShmTransport::report_corrupt_ring(Ring& ring, std::uint32_t index, std::uin
              index, ring.owner_pid.load(), head, sequence);
 }
 
-// Turns the ring's oldest entry into a completion; false when there is none to take.
-bool ShmTransport::take_entry(Ring& ring, std::uint32_t index, Completion& completion) noexcept {
-  if (ring_broken_[index] != 0) return false;
+// Turns the ring's oldest entry into a completion, or hands a message to the reader that
+// takes it in place; nothing when there is none to take.
+ShmTransport::Taken ShmTransport::take_entry(Ring& ring, std::uint32_t index, Completion& completion) noexcept {
+  if (ring_broken_[index] != 0) return Taken::nothing;
   std::uint64_t head = ring.head.load(std::memory_order_relaxed);
   RingEntry& entry = ring.entries[head % kRingEntries];
   std::uint64_t sequence = entry.sequence.load(std::memory_order_acquire);
   if (sequence != head + 1) [[unlikely]] {
     std::uint64_t not_yet_written = head < kRingEntries ? 0 : head + 1 - kRingEntries;
     if (sequence != not_yet_written) report_corrupt_ring(ring, index, head, sequence);
-    return false;
+    return Taken::nothing;
   }
   // One read of each field: the peer may rewrite the entry while it is checked.
   EntryKind kind = std::atomic_ref(const_cast<EntryKind&>(entry.kind)).load(std::memory_order_relaxed);
@@ -48,7 +49,11 @@ bool ShmTransport::take_entry(Ring& ring, std::uint32_t index, Completion& compl
     completion.length = entry_length;
     completion.notification = entry.notification;
   } else if (entry_valid(kind, entry_length)) {
-    if (receives_.empty()) return false;  // the sender's ring fills: back-pressure
+    if (message_reader_ != nullptr && message_reader_->take({entry.payload, entry_length})) {
+      ring.head.store(head + 1, std::memory_order_release);
+      return Taken::in_place;
+    }
+    if (receives_.empty()) return Taken::nothing;  // the sender's ring fills: back-pressure
     PostedReceive receive = receives_.front();
     receives_.pop_front();
     std::size_t length = std::min<std::size_t>(entry_length, receive.length);
@@ -61,10 +66,10 @@ bool ShmTransport::take_entry(Ring& ring, std::uint32_t index, Completion& compl
     log::error("transport", "shm-own ring {} holds an entry of kind {} and length {}: dropped", index,
                static_cast<std::uint32_t>(kind), entry_length);
     ring.head.store(head + 1, std::memory_order_release);
-    return false;
+    return Taken::nothing;
   }
   ring.head.store(head + 1, std::memory_order_release);
-  return true;
+  return Taken::completion;
 }
 
 std::size_t ShmTransport::poll(std::span<Completion> out) noexcept {
@@ -79,7 +84,10 @@ std::size_t ShmTransport::poll(std::span<Completion> out) noexcept {
   for (std::uint32_t step = 0; step < rings && count < out.size(); ++step) {
     std::uint32_t index = (next_ring_ + step) % rings;
     Ring& ring = *ring_at(mailbox_, index);
-    while (count < out.size() && take_entry(ring, index, out[count])) ++count;
+    for (Taken taken = Taken::completion; count < out.size() && taken != Taken::nothing;) {
+      taken = take_entry(ring, index, out[count]);
+      if (taken == Taken::completion) ++count;
+    }
   }
   if (rings > 0) next_ring_ = (next_ring_ + 1) % rings;
   return count;

@@ -88,7 +88,8 @@ class ShmTransport final : public Transport {
                         std::size_t length);
 
   // Polling (shm_poll.cpp).
-  bool take_entry(Ring& ring, std::uint32_t index, Completion& completion) noexcept;
+  enum class Taken : std::uint8_t { nothing, completion, in_place };
+  Taken take_entry(Ring& ring, std::uint32_t index, Completion& completion) noexcept;
   [[gnu::cold]] void report_corrupt_ring(Ring& ring, std::uint32_t index, std::uint64_t head, std::uint64_t sequence) noexcept;
   PeerIndex peer_of_ring(std::uint32_t index) noexcept;
 
