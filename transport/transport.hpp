@@ -132,8 +132,9 @@ struct OpenOptions {
   std::string notify;    // ofi: "auto", "cq-data" or "send" (see TETHER_OFI_NOTIFY); "" = config
 };
 
-// Takes a small message where the transport holds it (its length and bytes checked by
-// nobody yet), or declines it: it then goes to a posted receive as usual.
+// Takes a message where the transport holds it (its length within the transport's limit,
+// its bytes unchecked and writable by the peer), or declines it: it then goes to a posted
+// receive as usual.
 class MessageReader {
  public:
   [[nodiscard]] virtual bool take(std::span<const std::byte> message) noexcept = 0;

@@ -179,7 +179,9 @@ class Engine {
   class InPlaceReader final : public transport::MessageReader {
    public:
     explicit InPlaceReader(Engine& engine) noexcept : engine_(engine) {}
-    [[nodiscard]] bool take(std::span<const std::byte> message) noexcept override { return engine_.take_in_place(message); }
+    [[nodiscard]] bool take(std::span<const std::byte> message) noexcept override {
+      return engine_.take_in_place(message);
+    }
 
    private:
     Engine& engine_;

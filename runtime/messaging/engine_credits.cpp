@@ -51,14 +51,15 @@ void Engine::take_back_credits(int source, std::uint32_t returned) noexcept {
   peer.credits_exhausted = false;
 }
 
-// A payload that spent no credit, or more credits than were lent: the peer ignores flow
-// control, and keeping its messages would let it fill this rank's memory.
+// Whether a message that spent a credit would be admitted (admit_eager, without its log).
 bool Engine::may_admit_eager(const MessageHeader& header) const noexcept {
   if (header.message_bytes == 0) return true;
-  const PeerState& peer = peers_[header.source_rank];
+  const PeerState& peer = peers_[static_cast<std::size_t>(header.source_rank)];
   return (header.flags & kUsesCredit) != 0 && peer.credits_lent < options_.eager_credits;
 }
 
+// A payload that spent no credit, or more credits than were lent: the peer ignores flow
+// control, and keeping its messages would let it fill this rank's memory.
 bool Engine::admit_eager(const MessageHeader& header) noexcept {
   if (header.message_bytes == 0) return true;
   int source = static_cast<int>(header.source_rank);
@@ -73,20 +74,22 @@ bool Engine::admit_eager(const MessageHeader& header) noexcept {
   return false;
 }
 
-// A receive took a message that spent a credit: owe it back, and send the credits now
-// when half are owed (a sender that only sends would otherwise never get them).
+// Whether taking `header`'s message makes the credits owed to its sender reach half of
+// those lent, so that owe_credit sends them at once.
 bool Engine::owing_sends_credits(const MessageHeader& header) const noexcept {
-  const PeerState& peer = peers_[header.source_rank];
-  return (header.flags & kUsesCredit) != 0 && peer.credits_owed + 1 >= std::max<std::uint32_t>(1, options_.eager_credits / 2);
+  const PeerState& peer = peers_[static_cast<std::size_t>(header.source_rank)];
+  std::uint32_t half = std::max<std::uint32_t>(1, options_.eager_credits / 2);
+  return (header.flags & kUsesCredit) != 0 && peer.credits_owed + 1 >= half;
 }
 
+// A receive took a message that spent a credit: owe it back, and send the credits now
+// when half are owed (a sender that only sends would otherwise never get them).
 void Engine::owe_credit(const MessageHeader& header) noexcept {
   if ((header.flags & kUsesCredit) == 0) return;
   int source = static_cast<int>(header.source_rank);
-  PeerState& peer = peers_[static_cast<std::size_t>(source)];
-  if (!owing_sends_credits(header)) return (void)++peer.credits_owed;
-  ++peer.credits_owed;
-  if (peer_dead(source) || !resolve(source)) return;
+  bool send_now = owing_sends_credits(header);
+  ++peers_[static_cast<std::size_t>(source)].credits_owed;
+  if (!send_now || peer_dead(source) || !resolve(source)) return;
   MessageHeader credit = make_header(MessageKind::credit, rank_, 0, 0, 0);
   (void)post_control(source, &credit, sizeof credit);  // stamps the credits; if it fails they ride the next message
 }

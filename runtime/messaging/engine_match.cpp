@@ -100,7 +100,8 @@ bool Engine::take_in_place(std::span<const std::byte> bytes) noexcept {
   ++peer.next_receive_sequence;
   (void)admit_eager(header);
   land_eager(slot, header, message->payload);
-  messages_read_in_place_.store(messages_read_in_place_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  auto read_so_far = messages_read_in_place_.load(std::memory_order_relaxed);  // one writer: no locked add
+  messages_read_in_place_.store(read_so_far + 1, std::memory_order_relaxed);
   return true;
 }
 

@@ -152,6 +152,7 @@ std::vector<Case> all_cases() {
   cases.push_back({"sizes-pool", 3, "hybrid", "put"});
   cases.push_back({"many", 6, "tcp", "put"});  // 5 connections a rank: tcp-own polls them through epoll
   cases.push_back({"wildcards", 4, "hybrid", "put"});
+  cases.push_back({"read-in-place", 2, "hybrid", "put"});  // hybrid hands its shm-own a reader too
   return cases;
 }
 

@@ -1,5 +1,6 @@
 // Polling: local completions first, then every claimed ring of this mailbox in turn.
-// A message waits in its ring until a receive is posted (back-pressure on the sender);
+// A message goes to the message reader, if it takes it in place, or waits in its ring
+// until a receive is posted (back-pressure on the sender);
 // a ring whose indices make no sense is reported once and ignored from then on.
 #include <atomic>
 #include <cstring>
@@ -84,7 +85,8 @@ std::size_t ShmTransport::poll(std::span<Completion> out) noexcept {
   for (std::uint32_t step = 0; step < rings && count < out.size(); ++step) {
     std::uint32_t index = (next_ring_ + step) % rings;
     Ring& ring = *ring_at(mailbox_, index);
-    for (Taken taken = Taken::completion; count < out.size() && taken != Taken::nothing;) {
+    Taken taken = Taken::completion;
+    while (count < out.size() && taken != Taken::nothing) {
       taken = take_entry(ring, index, out[count]);
       if (taken == Taken::completion) ++count;
     }
