@@ -2,7 +2,8 @@
 // ShmTransport, its own mailbox mapped a second time the way a peer maps it, the
 // fuzzer's bytes written into the header, ring indices and entries, then poll().
 // A peer controls all of that memory; the receiver must never read or write outside
-// its mailbox or past a posted receive (ASan checks), and completions must be sane.
+// its mailbox or past a posted receive (ASan checks), and completions must be sane. A
+// message reader (as the engine's, reading messages in place) may be offered each one.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -90,6 +91,20 @@ void check(const Completion& completion, const std::vector<PostedBuffer>& posted
   FUZZ_ASSERT(completion.length <= kEntryPayloadBytes);
 }
 
+// Reads every byte it is offered (ASan: the span stays inside its ring entry) and takes
+// the messages whose first byte is odd; the others go on to posted receives.
+class TouchingReader final : public MessageReader {
+ public:
+  bool take(std::span<const std::byte> message) noexcept override {
+    FUZZ_ASSERT(message.size() <= kEntryPayloadBytes);
+    for (std::byte value : message) sum_ += static_cast<std::uint8_t>(value);
+    return !message.empty() && (static_cast<std::uint8_t>(message[0]) & 1) != 0;
+  }
+
+ private:
+  std::uint64_t sum_ = 0;
+};
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -100,6 +115,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   PeerView view;
   FUZZ_ASSERT(map_as_peer(**transport, view));
   InputReader input(data, size);
+  TouchingReader reader;
+  if ((input.take<std::uint8_t>() & 1) != 0) (*transport)->read_messages_in_place(&reader);
   std::vector<PostedBuffer> posted(input.take<std::uint8_t>() % 5);
   for (std::size_t index = 0; index < posted.size(); ++index) {
     posted[index].length = input.take<std::uint16_t>();
