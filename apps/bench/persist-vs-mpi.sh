@@ -12,8 +12,9 @@ set -euo pipefail
 build=${1:-build}
 rounds=${2:-2}
 sizes=1,8,64,1024,8192,65536,1048576,4194304
-# latency round trips at small sizes per path (the programs scale them down for large sizes)
-declare -A latency_iterations=([shm]=5000 [ofi-shm]=5000 [tcp]=1000)
+# latency round trips at small sizes per path (the programs scale them down for large sizes):
+# tens of milliseconds per size, so one timer interrupt or preemption moves a figure little
+declare -A latency_iterations=([shm]=50000 [ofi-shm]=20000 [tcp]=5000)
 # the Open MPI run each tether path is compared with
 declare -A mpi_path=([shm]=shm [ofi-shm]=shm [tcp]=tcp)
 # shellcheck source=apps/bench/bench-common.sh

@@ -10,8 +10,9 @@ set -euo pipefail
 build=${1:-build}
 rounds=${2:-2}
 sizes=1,8,64,1024,8192,65536,1048576,4194304
-# latency iterations at small sizes per path (the apps scale them down for large sizes)
-declare -A latency_iterations=([shm]=5000 [tcp]=1000)
+# latency iterations at small sizes per path (the apps scale them down for large sizes):
+# tens of milliseconds per size, so one timer interrupt or preemption moves a figure little
+declare -A latency_iterations=([shm]=50000 [tcp]=5000)
 # shellcheck source=apps/bench/bench-common.sh
 source "$(dirname "$0")/bench-common.sh"
 bench_locate "$build" pingpong-vs-mpi.sh tether-pingpong tether-bw
