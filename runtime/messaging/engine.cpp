@@ -218,10 +218,7 @@ Status Engine::start_internal(RequestKind kind, void* buffer, std::size_t bytes,
                               Request& request) noexcept {
   std::unique_lock lock(progress_mutex_, std::try_to_lock);
   if (kind == RequestKind::send && lock.owns_lock() && commands_.empty() && send_at_start(buffer, bytes, peer, tag, request)) {
-    if (++sends_at_start_since_progress_ >= kSendsAtStartPerProgress) {
-      sends_at_start_since_progress_ = 0;
-      progress_locked();
-    }
+    progress_after_some_sends();
     return Status::posted;
   }
   RequestSlot* slot = lock.owns_lock() ? requests_.acquire_locked(kind, request) : requests_.acquire(kind, request);
@@ -240,7 +237,7 @@ Status Engine::start_internal(RequestKind kind, void* buffer, std::size_t bytes,
   slot->info.bytes = kind == RequestKind::send ? bytes : 0;
   if (lock.owns_lock() && commands_.empty()) {  // nothing started earlier waits: start it here
     run_command(slot);
-    progress_locked();
+    if (kind == RequestKind::send) progress_after_some_sends();
     return Status::posted;
   }
   if (lock.owns_lock()) lock.unlock();
@@ -248,6 +245,16 @@ Status Engine::start_internal(RequestKind kind, void* buffer, std::size_t bytes,
   commands_.push(Command{request.slot});
   progress();
   return Status::posted;
+}
+
+// Starting a request makes no progress pass (test and wait do), except every
+// kSendsPerProgress-th send, so a rank that only sends still takes in credits. A pass per
+// receive posted let a stream's messages arrive before most of their receives: tether-bw's
+// 8 B and 8 KiB rates doubled without it.
+void Engine::progress_after_some_sends() noexcept {
+  if (++sends_since_progress_ < kSendsPerProgress) return;
+  sends_since_progress_ = 0;
+  progress_locked();
 }
 
 bool Engine::drain(std::chrono::milliseconds timeout) noexcept {

@@ -194,6 +194,7 @@ class Engine {
   // Request lifecycle (engine thread).
   void run_command(RequestSlot* slot) noexcept;
   void complete(RequestSlot* slot, Errc error) noexcept;
+  void progress_after_some_sends() noexcept;
   void fail_requests_of_dead_peers() noexcept;
   void note_death(int peer, std::string_view why) noexcept;
   void wait_for_peers_to_finish() noexcept;
@@ -320,10 +321,10 @@ class Engine {
   static constexpr std::size_t kInlineEagerBytes = 256;
   // A request finished when its send started; its generation holds the message's size.
   static constexpr std::uint32_t kSentAtStart = 0xfffffffeU;
-  // Sends that finish at start skip the progress pass a start makes, but every so many make
-  // one, so a rank that only sends still takes in credits and other peers' messages.
-  static constexpr std::uint32_t kSendsAtStartPerProgress = 16;
-  std::uint32_t sends_at_start_since_progress_ = 0;
+  // Starts make no progress pass, but every so many sends make one, so a rank that only
+  // sends still takes in credits and other peers' messages.
+  static constexpr std::uint32_t kSendsPerProgress = 16;
+  std::uint32_t sends_since_progress_ = 0;
   std::size_t inline_eager_bytes_ = 0;  // eager messages this small skip the bounce buffer
   PostedReceives posted_;
   std::deque<UnexpectedMessage> unexpected_;
