@@ -321,9 +321,10 @@ class Engine {
   static constexpr std::size_t kInlineEagerBytes = 256;
   // A request finished when its send started; its generation holds the message's size.
   static constexpr std::uint32_t kSentAtStart = 0xfffffffeU;
-  // Starts make no progress pass, but every so many sends make one, so a rank that only
-  // sends still takes in credits and other peers' messages.
-  static constexpr std::uint32_t kSendsPerProgress = 16;
+  // Starts make no progress pass, but every so many sends make one (16, or a quarter of
+  // the eager credits if fewer), so a rank that only sends still takes in credits and
+  // other peers' messages.
+  std::uint32_t sends_per_progress_ = 16;
   std::uint32_t sends_since_progress_ = 0;
   std::size_t inline_eager_bytes_ = 0;  // eager messages this small skip the bounce buffer
   PostedReceives posted_;

@@ -1,5 +1,6 @@
 // --comm sendrecv: every iteration posts one tether irecv per receive and one isend per
-// send (start()), and wait() waits for all of them.
+// send (start()), then makes one progress pass (starts make none: rendezvous handshakes
+// that can begin do so before the interior is computed), and wait() waits for all.
 #include "apps/comm/tether/tether_backend.hpp"
 #include "apps/comm/tether/tether_process_group.hpp"
 #include "runtime/base/log.hpp"
@@ -30,6 +31,7 @@ class TetherSendRecvExchange final : public HaloExchange {
                          requests_[next++]) == Status::error)
         return fail("isend");
     }
+    runtime_.progress();
     return Status::done;
   }
 
