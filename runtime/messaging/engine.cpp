@@ -71,7 +71,7 @@ Engine::Engine(std::unique_ptr<Bootstrap> bootstrap, std::unique_ptr<transport::
   std::size_t channel_message = std::min(kChannelHeaderBytes + options_.eager_limit_bytes, limits.max_message_bytes);
   inline_eager_bytes_ = std::min(kInlineEagerBytes, limits.inject_bytes);
   receive_buffer_bytes_ = std::max({sizeof(MessageHeader) + options_.eager_limit_bytes, channel_message, kControlMessageBytes});
-  sends_per_progress_ = std::clamp<std::uint32_t>(options_.eager_credits / 4, 1, sends_per_progress_);
+  sends_per_progress_ = std::clamp<std::uint32_t>(options_.eager_credits / 4, 1, kMostSendsPerProgress);
 }
 
 Engine::~Engine() {

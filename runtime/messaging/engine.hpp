@@ -264,6 +264,7 @@ class Engine {
   void post_receive(RequestSlot* slot) noexcept;
   void on_receive(const transport::Completion& completion) noexcept;
   bool take_in_place(std::span<const std::byte> bytes) noexcept;
+  void note_arrival(const MessageHeader& header) noexcept;
   void release_held(int source) noexcept;
   void dispatch(const DecodedMessage& message) noexcept;
   void deliver(const DecodedMessage& message) noexcept;
@@ -324,7 +325,8 @@ class Engine {
   // Starts make no progress pass, but every so many sends make one (16, or a quarter of
   // the eager credits if fewer), so a rank that only sends still takes in credits and
   // other peers' messages.
-  std::uint32_t sends_per_progress_ = 16;
+  static constexpr std::uint32_t kMostSendsPerProgress = 16;
+  std::uint32_t sends_per_progress_ = kMostSendsPerProgress;
   std::uint32_t sends_since_progress_ = 0;
   std::size_t inline_eager_bytes_ = 0;  // eager messages this small skip the bounce buffer
   PostedReceives posted_;

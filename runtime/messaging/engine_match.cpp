@@ -58,8 +58,7 @@ void Engine::on_receive(const transport::Completion& completion) noexcept {
   }
   int source = static_cast<int>(message->header.source_rank);
   PeerState& peer = peers_[static_cast<std::size_t>(source)];
-  ++peer.heard_count;
-  take_back_credits(source, message->header.credits_returned);
+  note_arrival(message->header);
   if (!sequenced(message->header.kind)) return dispatch(*message);
   std::uint32_t sequence = message->header.sequence;
   if (sequence == peer.next_receive_sequence) {
@@ -80,6 +79,14 @@ void Engine::on_receive(const transport::Completion& completion) noexcept {
   peer.held.emplace(sequence, HeldMessage{std::vector<std::byte>(bytes.begin(), bytes.end())});
 }
 
+// Whatever its kind and sequence, an arrival counts as hearing from its sender and brings
+// back the eager credits it carries.
+void Engine::note_arrival(const MessageHeader& header) noexcept {
+  int source = static_cast<int>(header.source_rank);
+  ++peers_[static_cast<std::size_t>(source)].heard_count;
+  take_back_credits(source, header.credits_returned);
+}
+
 // A message shm-own still holds in its ring: an eager one, next in its pair's order, that
 // a posted receive matches is copied straight into that receive's buffer (one copy; no
 // receive buffer, completion or repost). Anything else is declined and comes back as a
@@ -95,8 +102,7 @@ bool Engine::take_in_place(std::span<const std::byte> bytes) noexcept {
     return false;
   RequestSlot* slot = match_posted(source, header.tag);
   if (slot == nullptr) return false;
-  ++peer.heard_count;
-  take_back_credits(source, header.credits_returned);
+  note_arrival(header);
   ++peer.next_receive_sequence;
   (void)admit_eager(header);
   land_eager(slot, header, message->payload);
