@@ -218,7 +218,9 @@ const Error& Engine::last_error() const noexcept { return t_last_error; }
 Status Engine::start_internal(RequestKind kind, void* buffer, std::size_t bytes, int peer, int tag,
                               Request& request) noexcept {
   std::unique_lock lock(progress_mutex_, std::try_to_lock);
-  if (kind == RequestKind::send && lock.owns_lock() && commands_.empty() && send_at_start(buffer, bytes, peer, tag, request)) {
+  // Nothing started earlier waits (the count goes up before the push): start it here.
+  auto may_start_here = [&] { return lock.owns_lock() && commands_queued_.load(std::memory_order_relaxed) == 0; };
+  if (kind == RequestKind::send && may_start_here() && send_at_start(buffer, bytes, peer, tag, request)) {
     progress_after_some_sends();
     return Status::posted;
   }
@@ -236,7 +238,7 @@ Status Engine::start_internal(RequestKind kind, void* buffer, std::size_t bytes,
   slot->peer = peer;
   slot->tag = tag;
   slot->info.bytes = kind == RequestKind::send ? bytes : 0;
-  if (lock.owns_lock() && commands_.empty()) {  // nothing started earlier waits: start it here
+  if (may_start_here()) {
     run_command(slot);
     if (kind == RequestKind::send) progress_after_some_sends();
     else if (!backlog_.empty()) flush_backlog();  // a credit message the receive owed, say
@@ -391,7 +393,7 @@ void Engine::progress_locked() noexcept {
     }
   }
   fail_requests_of_dead_peers();
-  flush_backlog();
+  if (!backlog_.empty() || !waiting_writes_.empty()) flush_backlog();
   poll_transport();
   check_liveness();
   if (channel_events_) channel_events_->on_progress();

@@ -250,7 +250,7 @@ class Engine {
   void adopt_limits(int peer_rank, std::span<const std::byte> bytes);
   void choose_yield();
 
-  // Eager flow control (engine_credits.cpp).
+  // Eager flow control (engine_credits.hpp inline, engine_credits.cpp the slow paths).
   bool may_send_eager(int peer_rank, std::size_t bytes) noexcept;
   void spend_credit(int peer_rank, MessageHeader& header) noexcept;
   void stamp_credits(int peer_rank, MessageHeader& header) noexcept;
@@ -259,6 +259,10 @@ class Engine {
   [[nodiscard]] bool may_admit_eager(const MessageHeader& header) const noexcept;
   void owe_credit(const MessageHeader& header) noexcept;
   [[nodiscard]] bool owing_sends_credits(const MessageHeader& header) const noexcept;
+  void note_credits_exhausted(int peer_rank) noexcept;
+  void report_excess_credits(int source, std::uint32_t returned, std::uint32_t room) const noexcept;
+  void report_refused_eager(const MessageHeader& header) const noexcept;
+  void send_owed_credits(int source) noexcept;
 
   // Receiving and matching (engine_match.cpp).
   void post_receive(RequestSlot* slot) noexcept;

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "runtime/base/log.hpp"
-#include "runtime/messaging/engine.hpp"
+#include "runtime/messaging/engine_credits.hpp"
 
 namespace tether::messaging {
 namespace {
@@ -92,9 +92,9 @@ void Engine::note_arrival(const MessageHeader& header) noexcept {
 // receive buffer, completion or repost). Anything else is declined and comes back as a
 // completion. Nothing here may call the transport: a credit message due is declined.
 bool Engine::take_in_place(std::span<const std::byte> bytes) noexcept {
-  auto message = decode(bytes, size_);
-  if (!message || message->header.kind != MessageKind::eager) return false;
-  const MessageHeader& header = message->header;
+  EagerView message;
+  if (!read_eager(bytes, size_, message)) return false;
+  const MessageHeader& header = message.header;
   int source = static_cast<int>(header.source_rank);
   PeerState& peer = peers_[static_cast<std::size_t>(source)];
   if (header.sequence != peer.next_receive_sequence || !peer.held.empty() || !may_admit_eager(header) ||
@@ -105,7 +105,7 @@ bool Engine::take_in_place(std::span<const std::byte> bytes) noexcept {
   note_arrival(header);
   ++peer.next_receive_sequence;
   (void)admit_eager(header);
-  land_eager(slot, header, message->payload);
+  land_eager(slot, header, message.payload);
   auto read_so_far = messages_read_in_place_.load(std::memory_order_relaxed);  // one writer: no locked add
   messages_read_in_place_.store(read_so_far + 1, std::memory_order_relaxed);
   return true;

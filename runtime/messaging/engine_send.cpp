@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "runtime/base/log.hpp"
-#include "runtime/messaging/engine.hpp"
+#include "runtime/messaging/engine_credits.hpp"
 
 namespace tether::messaging {
 

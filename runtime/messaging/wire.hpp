@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 #include "tether/error.hpp"
@@ -107,6 +108,27 @@ struct DecodedMessage {
 // Checks magic, version, kind, lengths against `bytes` and the job size. Never reads past
 // `bytes`. The error names what was wrong, for the log.
 [[nodiscard]] Expected<DecodedMessage> decode(std::span<const std::byte> bytes, int job_size);
+
+// An eager message that decode() would accept, read without building a DecodedMessage: the
+// in-place receive path's check. False for anything else (other kinds, and everything
+// decode() would reject), which then takes decode() and its error. tests/fuzz holds
+// the two to the same verdict and the same header and payload.
+struct EagerView {
+  MessageHeader header;
+  std::span<const std::byte> payload;
+};
+[[nodiscard]] inline bool read_eager(std::span<const std::byte> bytes, int job_size, EagerView& view) noexcept {
+  if (bytes.size() < sizeof(MessageHeader)) return false;
+  MessageHeader& header = view.header;
+  std::memcpy(&header, bytes.data(), sizeof header);
+  bool spends_credit = header.flags == kUsesCredit;
+  bool well_formed = header.magic == kWireMagic && header.version == kWireVersion &&
+                     header.kind == MessageKind::eager && header.source_rank < static_cast<std::uint32_t>(job_size) &&
+                     header.message_bytes == bytes.size() - sizeof header && (header.flags == 0 || spends_credit) &&
+                     (!spends_credit || header.message_bytes != 0);
+  view.payload = bytes.subspan(sizeof header);
+  return well_formed;
+}
 
 MessageHeader make_header(MessageKind kind, int source_rank, int tag, std::uint32_t sequence,
                           std::uint64_t message_bytes) noexcept;

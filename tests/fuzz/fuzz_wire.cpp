@@ -1,6 +1,6 @@
 // messaging::decode on any bytes. Input: one byte for the job size (1..256), then the
-// message. Checks what an accepted message promises the engine, and that encoding its
-// fields again decodes to the same message.
+// message. Checks what an accepted message promises the engine, that encoding its fields
+// again decodes to the same message, and that read_eager agrees with decode.
 #include <vector>
 
 #include "runtime/messaging/wire.hpp"
@@ -91,6 +91,17 @@ void check_round_trip(const DecodedMessage& message, int job_size) {
   FUZZ_ASSERT(std::memcmp(&decoded->channel, &message.channel, sizeof(ChannelCarry)) == 0);
 }
 
+// read_eager (the in-place receive's check) accepts exactly the eager messages decode
+// accepts, with the same header and payload.
+void check_read_eager(const tether::Expected<DecodedMessage>& message, std::span<const std::byte> bytes, int job_size) {
+  EagerView view;
+  bool read = read_eager(bytes, job_size, view);
+  FUZZ_ASSERT(read == (message.has_value() && message->header.kind == MessageKind::eager));
+  if (!read) return;
+  FUZZ_ASSERT(std::memcmp(&view.header, &message->header, sizeof(MessageHeader)) == 0);
+  FUZZ_ASSERT(view.payload.data() == message->payload.data() && view.payload.size() == message->payload.size());
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -100,6 +111,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // A copy of exactly the message: reads past it are caught by ASan.
   std::vector<std::byte> message_bytes(bytes.begin(), bytes.end());
   auto message = decode(message_bytes, job_size);
+  check_read_eager(message, message_bytes, job_size);
   if (!message) {
     FUZZ_ASSERT(!message.error().message().empty());
     return 0;

@@ -16,12 +16,4 @@ Ring* claim_ring(MailboxHeader* mailbox, std::uint32_t ring_count, std::uint32_t
   return nullptr;
 }
 
-RingEntry* RingWriter::reserve() noexcept {
-  if (tail - cached_head >= kRingEntries) {
-    cached_head = ring->head.load(std::memory_order_acquire);
-    if (tail - cached_head >= kRingEntries) return nullptr;
-  }
-  return &ring->entries[tail % kRingEntries];
-}
-
 }  // namespace tether::transport::shm

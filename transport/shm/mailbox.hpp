@@ -72,7 +72,13 @@ struct RingWriter {
   std::uint64_t tail = 0;
   std::uint64_t cached_head = 0;
   // A free entry to fill, or nullptr when the ring is full.
-  [[nodiscard]] RingEntry* reserve() noexcept;
+  [[nodiscard]] RingEntry* reserve() noexcept {
+    if (tail - cached_head >= kRingEntries) {
+      cached_head = ring->head.load(std::memory_order_acquire);
+      if (tail - cached_head >= kRingEntries) return nullptr;
+    }
+    return &ring->entries[tail % kRingEntries];
+  }
   // Makes the entry reserve() gave ready for the consumer.
   void publish(RingEntry& entry) noexcept {
     entry.sequence.store(++tail, std::memory_order_release);

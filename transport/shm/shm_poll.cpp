@@ -28,21 +28,32 @@ void ShmTransport::report_corrupt_ring(Ring& ring, std::uint32_t index, std::uin
              index, ring.owner_pid.load(), head, sequence);
 }
 
-// Turns the ring's oldest entry into a completion, or hands a message to the reader that
-// takes it in place; nothing when there is none to take.
-ShmTransport::Taken ShmTransport::take_entry(Ring& ring, std::uint32_t index, Completion& completion) noexcept {
-  if (ring_broken_[index] != 0) return Taken::nothing;
+// An entry whose sequence is this lap's is ready; one of the last lap's (0 before the
+// first lap) is not yet written.
+RingEntry* ShmTransport::ready_entry(Ring& ring, std::uint32_t index) noexcept {
+  if (ring_broken_[index] != 0) return nullptr;
   std::uint64_t head = ring.head.load(std::memory_order_relaxed);
   RingEntry& entry = ring.entries[head % kRingEntries];
   std::uint64_t sequence = entry.sequence.load(std::memory_order_acquire);
-  if (sequence != head + 1) [[unlikely]] {
-    std::uint64_t not_yet_written = head < kRingEntries ? 0 : head + 1 - kRingEntries;
-    if (sequence != not_yet_written) report_corrupt_ring(ring, index, head, sequence);
-    return Taken::nothing;
-  }
+  if (sequence == head + 1) return &entry;
+  std::uint64_t not_yet_written = head < kRingEntries ? 0 : head + 1 - kRingEntries;
+  if (sequence != not_yet_written) [[unlikely]] report_corrupt_ring(ring, index, head, sequence);
+  return nullptr;
+}
+
+// Turns a ready entry into a completion, or hands a message to the reader that takes it
+// in place; nothing when it must wait (no receive posted).
+ShmTransport::Taken ShmTransport::take_entry(Ring& ring, std::uint32_t index, RingEntry& entry,
+                                             Completion& completion) noexcept {
+  std::uint64_t head = ring.head.load(std::memory_order_relaxed);
   // One read of each field: the peer may rewrite the entry while it is checked.
   EntryKind kind = std::atomic_ref(const_cast<EntryKind&>(entry.kind)).load(std::memory_order_relaxed);
   std::uint32_t entry_length = std::atomic_ref(const_cast<std::uint32_t&>(entry.length)).load(std::memory_order_relaxed);
+  if (kind == EntryKind::message && entry_valid(kind, entry_length) && message_reader_ != nullptr &&
+      message_reader_->take({entry.payload, entry_length})) {
+    ring.head.store(head + 1, std::memory_order_release);
+    return Taken::in_place;
+  }
   completion = Completion{};
   completion.peer = peer_of_ring(index);
   if (kind == EntryKind::remote_write) {
@@ -50,10 +61,6 @@ ShmTransport::Taken ShmTransport::take_entry(Ring& ring, std::uint32_t index, Co
     completion.length = entry_length;
     completion.notification = entry.notification;
   } else if (entry_valid(kind, entry_length)) {
-    if (message_reader_ != nullptr && message_reader_->take({entry.payload, entry_length})) {
-      ring.head.store(head + 1, std::memory_order_release);
-      return Taken::in_place;
-    }
     if (receives_.empty()) return Taken::nothing;  // the sender's ring fills: back-pressure
     PostedReceive receive = receives_.front();
     receives_.pop_front();
@@ -82,16 +89,20 @@ std::size_t ShmTransport::poll(std::span<Completion> out) noexcept {
   // The ring count this process created, not the shared header's copy a peer could change.
   auto created = static_cast<std::uint32_t>(ring_broken_.size());
   std::uint32_t rings = std::min(mailbox_->rings_claimed.load(std::memory_order_acquire), created);
+  if (rings == 0) return count;
+  if (next_ring_ >= rings) next_ring_ = 0;
+  std::uint32_t index = next_ring_;  // no division on this path: it runs on every poll
   for (std::uint32_t step = 0; step < rings && count < out.size(); ++step) {
-    std::uint32_t index = (next_ring_ + step) % rings;
     Ring& ring = *ring_at(mailbox_, index);
-    Taken taken = Taken::completion;
-    while (count < out.size() && taken != Taken::nothing) {
-      taken = take_entry(ring, index, out[count]);
+    while (count < out.size()) {
+      RingEntry* entry = ready_entry(ring, index);
+      Taken taken = entry != nullptr ? take_entry(ring, index, *entry, out[count]) : Taken::nothing;
+      if (taken == Taken::nothing) break;
       if (taken == Taken::completion) ++count;
     }
+    if (++index == rings) index = 0;
   }
-  if (rings > 0) next_ring_ = (next_ring_ + 1) % rings;
+  if (++next_ring_ == rings) next_ring_ = 0;
   return count;
 }
 

@@ -38,8 +38,7 @@ Expected<PeerMapping> map_peer_file(std::uint32_t pid, std::int32_t fd) {
 
 }  // namespace
 
-bool ShmTransport::check_peer(PeerIndex peer) noexcept {
-  if (peer < peers_.size()) return true;
+bool ShmTransport::report_unknown_peer(PeerIndex peer) noexcept {
   (void)fail(Errc::invalid_argument, fmt::format("peer {} was never inserted ({} peers)", peer, peers_.size()),
              "insert the peer's address with insert_peer first");
   return false;
@@ -77,7 +76,16 @@ Status ShmTransport::attach(ShmPeer& peer) noexcept {
   return Status::done;
 }
 
+// A free entry of this process's ring in the peer's mailbox, or nullptr with `status`
+// saying why (retry: the ring is full).
 RingEntry* ShmTransport::reserve(ShmPeer& peer, Status& status) noexcept {
+  status = Status::done;
+  RingEntry* entry = peer.writer.ring != nullptr ? peer.writer.reserve() : nullptr;
+  return entry != nullptr ? entry : attach_and_reserve(peer, status);
+}
+
+// The first entry for this peer (its mailbox is mapped then), or one that finds the ring full.
+RingEntry* ShmTransport::attach_and_reserve(ShmPeer& peer, Status& status) noexcept {
   status = attach(peer);
   if (status != Status::done) return nullptr;
   RingEntry* entry = peer.writer.reserve();

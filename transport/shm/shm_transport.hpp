@@ -77,9 +77,11 @@ class ShmTransport final : public Transport {
   Expected<void> create_mailbox(std::uint32_t ring_count);
 
   // Posting (shm_post.cpp).
-  bool check_peer(PeerIndex peer) noexcept;
+  bool check_peer(PeerIndex peer) noexcept { return peer < peers_.size() || report_unknown_peer(peer); }
+  bool report_unknown_peer(PeerIndex peer) noexcept;  // false, with the error set
   Status attach(ShmPeer& peer) noexcept;
   RingEntry* reserve(ShmPeer& peer, Status& status) noexcept;
+  RingEntry* attach_and_reserve(ShmPeer& peer, Status& status) noexcept;
   enum class Direction : std::uint8_t { to_peer, from_peer };
   Status copy_with_peer(ShmPeer& peer, void* local, std::size_t length, const RemoteBuffer& remote, std::size_t offset,
                         Direction direction) noexcept;
@@ -89,7 +91,9 @@ class ShmTransport final : public Transport {
 
   // Polling (shm_poll.cpp).
   enum class Taken : std::uint8_t { nothing, completion, in_place };
-  Taken take_entry(Ring& ring, std::uint32_t index, Completion& completion) noexcept;
+  // The ring's oldest entry if it is ready, else nullptr (checked on every poll: kept small).
+  RingEntry* ready_entry(Ring& ring, std::uint32_t index) noexcept;
+  Taken take_entry(Ring& ring, std::uint32_t index, RingEntry& entry, Completion& completion) noexcept;
   [[gnu::cold]] void report_corrupt_ring(Ring& ring, std::uint32_t index, std::uint64_t head, std::uint64_t sequence) noexcept;
   PeerIndex peer_of_ring(std::uint32_t index) noexcept;
 
