@@ -207,6 +207,7 @@ class Engine {
   using Clock = std::chrono::steady_clock;
   void watch_request(RequestSlot* slot) noexcept;
   void unwatch_request(RequestSlot* slot) noexcept;
+  void count_waiter(int peer_rank) noexcept;
   void check_liveness() noexcept;
   void check_peer(int peer, Clock::time_point now) noexcept;
   void send_probe(int peer, MessageKind kind) noexcept;

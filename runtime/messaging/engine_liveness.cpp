@@ -18,19 +18,25 @@ double seconds(std::chrono::nanoseconds duration) { return std::chrono::duration
 
 }  // namespace
 
+// A request's peer was checked when it started: only the wildcard and self are skipped.
 void Engine::watch_request(RequestSlot* slot) noexcept {
   if (slot->peer < 0 || slot->peer == rank_ || options_.peer_timeout.count() == 0) return;  // 0s: never
   slot->watched = true;
-  watch_peer(slot->peer);
+  count_waiter(slot->peer);
 }
 
 void Engine::unwatch_request(RequestSlot* slot) noexcept {
   slot->watched = false;
-  unwatch_peer(slot->peer);
+  --peers_[static_cast<std::size_t>(slot->peer)].waiting_requests;  // watched: a peer watch_request counted
 }
 
 void Engine::watch_peer(int peer_rank) noexcept {
   if (peer_rank < 0 || peer_rank >= size_ || peer_rank == rank_ || options_.peer_timeout.count() == 0) return;
+  count_waiter(peer_rank);
+}
+
+// One more request or channel waits on the peer; the first puts it on the watch list.
+void Engine::count_waiter(int peer_rank) noexcept {
   PeerState& peer = peers_[static_cast<std::size_t>(peer_rank)];
   if (peer.waiting_requests++ > 0) return;
   peer.watch_restarted = true;

@@ -26,7 +26,7 @@ constexpr std::uint32_t kMaxSequenceAhead = 1U << 16;
 void Engine::post_receive(RequestSlot* slot) noexcept {
   if (slot->peer >= 0 && dead_[static_cast<std::size_t>(slot->peer)]->load())
     return complete(slot, Errc::peer_unreachable);
-  if (match_unexpected(slot)) return;
+  if (!unexpected_.empty() && match_unexpected(slot)) return;
   posted_.push_back(slot);
 }
 
