@@ -252,14 +252,14 @@ class Engine {
   void choose_yield();
 
   // Eager flow control (engine_credits.hpp inline, engine_credits.cpp the slow paths).
-  bool may_send_eager(int peer_rank, std::size_t bytes) noexcept;
-  void spend_credit(int peer_rank, MessageHeader& header) noexcept;
-  void stamp_credits(int peer_rank, MessageHeader& header) noexcept;
-  void take_back_credits(int source, std::uint32_t returned) noexcept;
-  bool admit_eager(const MessageHeader& header) noexcept;
-  [[nodiscard]] bool may_admit_eager(const MessageHeader& header) const noexcept;
-  void owe_credit(const MessageHeader& header) noexcept;
-  [[nodiscard]] bool owing_sends_credits(const MessageHeader& header) const noexcept;
+  inline bool may_send_eager(int peer_rank, std::size_t bytes) noexcept;
+  inline void spend_credit(int peer_rank, MessageHeader& header) noexcept;
+  inline void stamp_credits(int peer_rank, MessageHeader& header) noexcept;
+  inline void take_back_credits(int source, std::uint32_t returned) noexcept;
+  inline bool admit_eager(const MessageHeader& header) noexcept;
+  [[nodiscard]] inline bool may_admit_eager(const MessageHeader& header) const noexcept;
+  inline void owe_credit(const MessageHeader& header) noexcept;
+  [[nodiscard]] inline bool owing_sends_credits(const MessageHeader& header) const noexcept;
   void note_credits_exhausted(int peer_rank) noexcept;
   void report_excess_credits(int source, std::uint32_t returned, std::uint32_t room) const noexcept;
   void report_refused_eager(const MessageHeader& header) const noexcept;
@@ -317,7 +317,9 @@ class Engine {
   int size_;
   RequestTable requests_;
   boost::lockfree::queue<Command> commands_;
-  std::atomic<std::uint32_t> commands_queued_{0};  // pushed, maybe not popped: a pass with 0 skips the queue
+  // Counted before the push, down after the pop: a pass with 0 skips the queue, and a start
+  // that reads 0 with the lock held has no earlier command to overtake.
+  std::atomic<std::uint32_t> commands_queued_{0};
   ProgressLock progress_mutex_;
 
   // Owned by the thread holding progress_mutex_.

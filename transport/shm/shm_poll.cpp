@@ -30,9 +30,9 @@ void ShmTransport::report_corrupt_ring(Ring& ring, std::uint32_t index, std::uin
 
 // An entry whose sequence is this lap's is ready; one of the last lap's (0 before the
 // first lap) is not yet written.
-RingEntry* ShmTransport::ready_entry(Ring& ring, std::uint32_t index) noexcept {
+RingEntry* ShmTransport::ready_entry(Ring& ring, std::uint32_t index, std::uint64_t& head) noexcept {
   if (ring_broken_[index] != 0) return nullptr;
-  std::uint64_t head = ring.head.load(std::memory_order_relaxed);
+  head = ring.head.load(std::memory_order_relaxed);
   RingEntry& entry = ring.entries[head % kRingEntries];
   std::uint64_t sequence = entry.sequence.load(std::memory_order_acquire);
   if (sequence == head + 1) return &entry;
@@ -42,10 +42,9 @@ RingEntry* ShmTransport::ready_entry(Ring& ring, std::uint32_t index) noexcept {
 }
 
 // Turns a ready entry into a completion, or hands a message to the reader that takes it
-// in place; nothing when it must wait (no receive posted).
-ShmTransport::Taken ShmTransport::take_entry(Ring& ring, std::uint32_t index, RingEntry& entry,
+// in place; nothing when it must wait (no receive posted) or was dropped (invalid).
+ShmTransport::Taken ShmTransport::take_entry(Ring& ring, std::uint32_t index, std::uint64_t head, RingEntry& entry,
                                              Completion& completion) noexcept {
-  std::uint64_t head = ring.head.load(std::memory_order_relaxed);
   // One read of each field: the peer may rewrite the entry while it is checked.
   EntryKind kind = std::atomic_ref(const_cast<EntryKind&>(entry.kind)).load(std::memory_order_relaxed);
   std::uint32_t entry_length = std::atomic_ref(const_cast<std::uint32_t&>(entry.length)).load(std::memory_order_relaxed);
@@ -95,8 +94,9 @@ std::size_t ShmTransport::poll(std::span<Completion> out) noexcept {
   for (std::uint32_t step = 0; step < rings && count < out.size(); ++step) {
     Ring& ring = *ring_at(mailbox_, index);
     while (count < out.size()) {
-      RingEntry* entry = ready_entry(ring, index);
-      Taken taken = entry != nullptr ? take_entry(ring, index, *entry, out[count]) : Taken::nothing;
+      std::uint64_t head = 0;
+      RingEntry* entry = ready_entry(ring, index, head);
+      Taken taken = entry != nullptr ? take_entry(ring, index, head, *entry, out[count]) : Taken::nothing;
       if (taken == Taken::nothing) break;
       if (taken == Taken::completion) ++count;
     }

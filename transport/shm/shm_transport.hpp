@@ -91,9 +91,11 @@ class ShmTransport final : public Transport {
 
   // Polling (shm_poll.cpp).
   enum class Taken : std::uint8_t { nothing, completion, in_place };
-  // The ring's oldest entry if it is ready, else nullptr (checked on every poll: kept small).
-  RingEntry* ready_entry(Ring& ring, std::uint32_t index) noexcept;
-  Taken take_entry(Ring& ring, std::uint32_t index, RingEntry& entry, Completion& completion) noexcept;
+  // The ring's oldest entry if it is ready, else nullptr (checked on every poll: kept small);
+  // `head` is its index, read once.
+  RingEntry* ready_entry(Ring& ring, std::uint32_t index, std::uint64_t& head) noexcept;
+  Taken take_entry(Ring& ring, std::uint32_t index, std::uint64_t head, RingEntry& entry,
+                   Completion& completion) noexcept;
   [[gnu::cold]] void report_corrupt_ring(Ring& ring, std::uint32_t index, std::uint64_t head, std::uint64_t sequence) noexcept;
   PeerIndex peer_of_ring(std::uint32_t index) noexcept;
 
