@@ -58,7 +58,7 @@ Engine::Engine(std::unique_ptr<Bootstrap> bootstrap, std::unique_ptr<transport::
       rank_(bootstrap_->rank()),
       size_(bootstrap_->size()),
       requests_(options.max_requests),
-      commands_(options.max_requests),
+      commands_(std::min(options.max_requests, kCommandsReserved)),
       peers_(static_cast<std::size_t>(size_)) {
   for (int i = 0; i < size_; ++i) dead_.push_back(std::make_unique<std::atomic<bool>>(false));
   for (PeerState& peer : peers_) peer.send_credits = options_.eager_credits;  // until the peer's own are read

@@ -4,7 +4,6 @@ namespace tether::messaging {
 
 RequestTable::RequestTable(std::uint32_t capacity)
     : capacity_(capacity), slots_(new RequestSlot[capacity]), free_(capacity) {
-  for (std::uint32_t i = capacity; i-- > 0;) free_.bounded_push(i);
   free_locked_.reserve(capacity);
 }
 

@@ -8,8 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include <boost/lockfree/stack.hpp>
-
+#include "runtime/messaging/index_stack.hpp"
 #include "tether/pool.hpp"
 #include "tether/rcache.hpp"
 #include "runtime/messaging/wire.hpp"
@@ -105,7 +104,7 @@ class RequestTable {
   void retire(RequestSlot* slot) noexcept;
 
   std::unique_ptr<RequestSlot[]> slots_;
-  boost::lockfree::stack<std::uint32_t> free_;
+  IndexStack free_;
   std::vector<std::uint32_t> free_locked_;  // reserved to capacity: pushing never allocates
 };
 
