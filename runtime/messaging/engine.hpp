@@ -316,10 +316,11 @@ class Engine {
   int rank_;
   int size_;
   RequestTable requests_;
-  // Starts made while another thread holds the progress lock. Nodes for kCommandsReserved
-  // are made up front (one cache-aligned allocation each: all TETHER_MAX_REQUESTS of them
-  // took 46 million instructions per engine, and a quarter of an ASan test's time with the
-  // request table's); beyond that a push allocates, and the nodes stay for later pushes.
+  // Starts that cannot run at once: another thread holds the progress lock, or earlier
+  // starts wait here. Nodes for kCommandsReserved are made up front (one cache-aligned
+  // allocation each: all TETHER_MAX_REQUESTS of them took 46 million instructions per
+  // engine); beyond that a push allocates (never more nodes than request slots), and a
+  // failed allocation there ends the process (std::bad_alloc in a noexcept start).
   static constexpr std::uint32_t kCommandsReserved = 1024;
   boost::lockfree::queue<Command> commands_;
   // Counted before the push, down after the pop: a pass with 0 skips the queue, and a start

@@ -50,8 +50,10 @@ class IndexStack {
     return ((head >> 32) + 1) << 32 | top;
   }
 
+  static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
   std::unique_ptr<std::atomic<std::uint32_t>[]> below_;  // per index: the one under it
-  std::atomic<std::uint64_t> head_;                      // count << 32 | top index (kNone: empty)
+  // count << 32 | top index (kNone: empty). A line of its own: every pop and push writes it.
+  alignas(64) std::atomic<std::uint64_t> head_;
 };
 
 }  // namespace tether::messaging

@@ -36,23 +36,27 @@ TEST(IndexStack, OfCapacityZeroIsEmpty) {
   EXPECT_FALSE(stack.pop(index));
 }
 
-// Each thread pops an index, marks it held (failing if another holder marked it), and
-// pushes it back; at the end every index is in the stack exactly once.
+// Each thread pops an index, writes and reads back a plain (non-atomic) word of it, as a
+// request slot's owner does, and pushes it back: two holders at once show as a changed
+// word (and to TSan as a race, also if pop or push lost their ordering). At the end every
+// index is in the stack exactly once.
 TEST(IndexStack, ConcurrentPopsAndPushesNeverShareAnIndex) {
   constexpr std::uint32_t kIndices = 8;
   constexpr int kThreads = 4;
-  constexpr int kRounds = 200000;
+  constexpr int kRounds = 400000;
   IndexStack stack(kIndices);
-  std::vector<std::atomic<int>> holders(kIndices);
+  std::vector<std::uint64_t> owner_word(kIndices, 0);
   std::atomic<int> shared{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&] {
+    threads.emplace_back([&, t] {
       for (int round = 0; round < kRounds; ++round) {
         std::uint32_t index = 0;
         if (!stack.pop(index)) continue;
-        if (holders[index].fetch_add(1) != 0) shared.fetch_add(1);
-        holders[index].fetch_sub(1);
+        std::uint64_t mine = static_cast<std::uint64_t>(t) << 32 | static_cast<std::uint32_t>(round);
+        owner_word[index] = mine;
+        std::atomic_signal_fence(std::memory_order_seq_cst);  // read the word again, not the value kept
+        if (owner_word[index] != mine) shared.fetch_add(1);
         stack.push(index);
       }
     });
