@@ -208,6 +208,7 @@ class Engine {
   void watch_request(RequestSlot* slot) noexcept;
   void unwatch_request(RequestSlot* slot) noexcept;
   void count_waiter(int peer_rank) noexcept;
+  [[nodiscard]] bool watchable(int peer_rank) const noexcept;
   void check_liveness() noexcept;
   void check_peer(int peer, Clock::time_point now) noexcept;
   void send_probe(int peer, MessageKind kind) noexcept;

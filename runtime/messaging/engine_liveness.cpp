@@ -18,9 +18,13 @@ double seconds(std::chrono::nanoseconds duration) { return std::chrono::duration
 
 }  // namespace
 
-// A request's peer was checked when it started: only the wildcard and self are skipped.
+// Another rank of the job, with liveness on (TETHER_PEER_TIMEOUT 0s: never watched).
+bool Engine::watchable(int peer_rank) const noexcept {
+  return peer_rank >= 0 && peer_rank < size_ && peer_rank != rank_ && options_.peer_timeout.count() != 0;
+}
+
 void Engine::watch_request(RequestSlot* slot) noexcept {
-  if (slot->peer < 0 || slot->peer == rank_ || options_.peer_timeout.count() == 0) return;  // 0s: never
+  if (!watchable(slot->peer)) return;  // the wildcard source, self
   slot->watched = true;
   count_waiter(slot->peer);
 }
@@ -31,8 +35,7 @@ void Engine::unwatch_request(RequestSlot* slot) noexcept {
 }
 
 void Engine::watch_peer(int peer_rank) noexcept {
-  if (peer_rank < 0 || peer_rank >= size_ || peer_rank == rank_ || options_.peer_timeout.count() == 0) return;
-  count_waiter(peer_rank);
+  if (watchable(peer_rank)) count_waiter(peer_rank);
 }
 
 // One more request or channel waits on the peer; the first puts it on the watch list.
@@ -46,7 +49,7 @@ void Engine::count_waiter(int peer_rank) noexcept {
 }
 
 void Engine::unwatch_peer(int peer_rank) noexcept {
-  if (peer_rank < 0 || peer_rank >= size_ || peer_rank == rank_ || options_.peer_timeout.count() == 0) return;
+  if (!watchable(peer_rank)) return;
   --peers_[static_cast<std::size_t>(peer_rank)].waiting_requests;
 }
 

@@ -48,8 +48,8 @@ ShmTransport::Taken ShmTransport::take_entry(Ring& ring, std::uint32_t index, st
   // One read of each field: the peer may rewrite the entry while it is checked.
   EntryKind kind = std::atomic_ref(const_cast<EntryKind&>(entry.kind)).load(std::memory_order_relaxed);
   std::uint32_t entry_length = std::atomic_ref(const_cast<std::uint32_t&>(entry.length)).load(std::memory_order_relaxed);
-  if (kind == EntryKind::message && entry_valid(kind, entry_length) && message_reader_ != nullptr &&
-      message_reader_->take({entry.payload, entry_length})) {
+  bool valid_message = kind == EntryKind::message && entry_valid(kind, entry_length);
+  if (valid_message && message_reader_ != nullptr && message_reader_->take({entry.payload, entry_length})) {
     ring.head.store(head + 1, std::memory_order_release);
     return Taken::in_place;
   }
@@ -59,7 +59,7 @@ ShmTransport::Taken ShmTransport::take_entry(Ring& ring, std::uint32_t index, st
     completion.kind = CompletionKind::remote_write;
     completion.length = entry_length;
     completion.notification = entry.notification;
-  } else if (entry_valid(kind, entry_length)) {
+  } else if (valid_message) {
     if (receives_.empty()) return Taken::nothing;  // the sender's ring fills: back-pressure
     PostedReceive receive = receives_.front();
     receives_.pop_front();
