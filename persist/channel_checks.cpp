@@ -65,9 +65,10 @@ const char* landing_refusal(Role role, const ChannelShape& shape, const ReceiveP
 }
 
 const char* direct_landing_refusal(const ChannelShape& shape, const ReceiveProgress& receive, std::uint64_t slot,
-                                   std::uint32_t length) noexcept {
+                                   std::uint32_t length, bool in_flag_line) noexcept {
   if (slot >= shape.slots) return "slot beyond the channel's slots";
   if (receive.slot_held[slot] != 0) return "the slot still holds a message not released";
+  if (in_flag_line && length > kFlagInlineBytes) return "length beyond the flag line";
   return length > shape.slot_bytes ? "length beyond the slot" : nullptr;
 }
 

@@ -2,6 +2,7 @@
 // handed out in send order, and released slots go back to the sender as credits.
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -101,8 +102,9 @@ void ChannelRegistry::check_flag(ChannelState& channel, std::uint32_t position) 
   auto length = static_cast<std::uint32_t>(flag);
   std::uint64_t slot_word = std::atomic_ref(*landing_slot_at(channel.flags, position)).load(std::memory_order_relaxed);
   if ((slot_word & kSlotWritten) == 0) return;  // no direct store: an all-zero line at a sequence wrap
-  std::uint64_t slot = slot_word & ~kSlotWritten;
-  if (const char* refusal = direct_landing_refusal(channel.shape, receive, slot, length)) {
+  std::uint64_t slot = slot_word & ~(kSlotWritten | kSlotInline);
+  bool in_flag_line = (slot_word & kSlotInline) != 0;
+  if (const char* refusal = direct_landing_refusal(channel.shape, receive, slot, length, in_flag_line)) {
     (void)fail_channel(channel, Errc::invalid_argument,
                        fmt::format("the flag of message {} names slot {} and {} bytes: {}", receive.delivered, slot,
                                    length, refusal),
@@ -110,6 +112,7 @@ void ChannelRegistry::check_flag(ChannelState& channel, std::uint32_t position) 
                        "the channel");
     return;
   }
+  if (in_flag_line) std::memcpy(channel.buffer_at(static_cast<std::uint32_t>(slot)), inline_payload_at(channel.flags, position), length);
   receive.landing_slot[position] = static_cast<std::uint32_t>(slot);
   receive.slot_held[slot] = 1;
   receive.landed_bytes[position] = length;

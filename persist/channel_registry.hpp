@@ -80,11 +80,12 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   bool wait_for_writes(ChannelState& channel, std::chrono::nanoseconds timeout) noexcept;
   Status store_direct(ChannelState& channel, std::size_t bytes) noexcept;
   void await_warm_slot(ChannelState& channel, std::size_t bytes) noexcept;
-  [[nodiscard]] std::uint32_t next_free_slot(ChannelState& channel) noexcept;
+  [[nodiscard]] std::uint32_t next_free_slot(ChannelState& channel, std::uint64_t credits) noexcept;
   void take_slot(ChannelState& channel, std::uint64_t sequence, std::uint32_t slot) noexcept;
   [[nodiscard]] std::uint32_t landing_slot_of(ChannelState& channel, std::uint64_t sequence) noexcept;
   Status sent_state(ChannelState& channel) noexcept;
-  [[nodiscard]] std::uint64_t credits_of(const ChannelState& channel) const noexcept;
+  [[nodiscard]] std::uint64_t credits_of(ChannelState& channel) noexcept;
+  [[nodiscard]] static std::uint64_t known_credits(const ChannelState& channel) noexcept;
 
   // channel_receive.cpp
   void land(ChannelState& channel, const Notification& notification) noexcept;

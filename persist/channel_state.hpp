@@ -21,8 +21,9 @@ enum class Phase : std::uint8_t { connecting, ready, failed };
 enum class LandingOrder : std::uint8_t { by_position = 0, by_arrival = 1 };
 
 inline constexpr std::uint16_t kHelloMagic = 0x7e43;  // "te" + channel
-// 2: accepts_message_bytes; 3: direct stores name their slot; 4: landing_order
-inline constexpr std::uint8_t kHelloVersion = 4;
+// 2: accepts_message_bytes; 3: direct stores name their slot; 4: landing_order;
+// 5: direct stores of up to kFlagInlineBytes travel in their flag line
+inline constexpr std::uint8_t kHelloVersion = 5;
 
 // The one handshake message each side sends when its channel is created. Append fields,
 // never reorder.
@@ -47,8 +48,10 @@ static_assert(sizeof(ChannelHello) == 104);
 // into a free slot of its choice (the one released last: still in cache), writes that
 // slot's index into word 1 of the flag line of the message's position (sequence % slots),
 // then stores (sequence + 1) << 32 | length into word 0; the receiver sees it without any
-// completion. Credits: the receiver stores its cumulative released count into the
-// sender's credit word.
+// completion. A message of at most kFlagInlineBytes travels in words 2-7 of that line
+// instead (word 1 also carries kSlotInline) and the receiver copies it into the slot: one
+// cache line crosses, not two. Credits: the receiver stores its cumulative released count
+// into the sender's credit word.
 inline constexpr std::size_t kFlagStride = 64;
 inline constexpr std::size_t kCreditLineBytes = 64;
 // Room before each send buffer for a channel message's header (messaging::kChannelHeaderBytes).
@@ -59,9 +62,15 @@ inline constexpr std::size_t kInlineRoom = 64;
 [[nodiscard]] inline std::uint64_t* landing_slot_at(std::byte* flags, std::uint32_t position) noexcept {
   return flag_at(flags, position) + 1;
 }
+inline constexpr std::size_t kFlagInlineBytes = kFlagStride - 2 * sizeof(std::uint64_t);
+static_assert(kFlagInlineBytes == kFlagLineMessageBytes);
+[[nodiscard]] inline std::byte* inline_payload_at(std::byte* flags, std::uint32_t position) noexcept {
+  return reinterpret_cast<std::byte*>(flag_at(flags, position) + 2);
+}
 // Word 1 holds kSlotWritten | slot: a flag line no direct store wrote (all zero) never
 // passes for one, even when the 32-bit sequence in word 0 wraps to 0.
 inline constexpr std::uint64_t kSlotWritten = std::uint64_t{1} << 32;
+inline constexpr std::uint64_t kSlotInline = std::uint64_t{1} << 33;
 
 // Notification of a channel write: bit 63 set | target channel id (19 bits) | slot (12
 // bits) | value (32 bits). Slot kCreditSlot: `value` credits for a send channel;
@@ -95,6 +104,9 @@ struct OperationContext {
 struct SendProgress {
   std::uint64_t started = 0;           // messages started
   std::uint64_t credited = 0;          // messages whose slot the receiver gave back
+  // The credit word as last read: start() reads the word (a cache line the receiver
+  // writes) again only when this leaves no credit.
+  std::uint64_t credit_word_seen = 0;
   std::uint64_t writes_in_flight = 0;  // posted, not yet write_done
   std::vector<std::uint32_t> buffer_writes;  // writes in flight per local buffer
   // Per local buffer: credits of another channel riding on its send in flight (channel id
@@ -238,9 +250,11 @@ struct ChannelState {
 // Why a notification of a message landing is refused, or nullptr to accept it.
 [[nodiscard]] const char* landing_refusal(Role role, const ChannelShape& shape, const ReceiveProgress& receive,
                                           const Notification& notification) noexcept;
-// Why a direct store's flag line (the slot it names, the length) is refused, or nullptr.
+// Why a direct store's flag line (the slot it names, the length, whether the message is
+// in the line) is refused, or nullptr.
 [[nodiscard]] const char* direct_landing_refusal(const ChannelShape& shape, const ReceiveProgress& receive,
-                                                 std::uint64_t slot, std::uint32_t length) noexcept;
+                                                 std::uint64_t slot, std::uint32_t length,
+                                                 bool in_flag_line = false) noexcept;
 // Why a notification of an ordered landing (the slot the sender picked) is refused, or nullptr.
 [[nodiscard]] const char* ordered_landing_refusal(Role role, const ChannelShape& shape, const ReceiveProgress& receive,
                                                   const Notification& notification) noexcept;

@@ -111,12 +111,12 @@ ReportSettings report_settings(Runtime& runtime, const PersistOptions& options) 
   ChannelStats stats = channel_stats(runtime);
   settings.notes.push_back(fmt::format("rank 0 channel counters: {} channels, {} handshake messages, {} data writes, "
                                        "{} data sends, {} credit writes, {} credit messages, {} piggybacked credits, "
-                                       "{} send copies, {} rejected notifications, {} direct stores, "
-                                       "{} waits for a warm slot",
+                                       "{} send copies, {} rejected notifications, {} direct stores "
+                                       "({} in the flag line), {} waits for a warm slot",
                                        stats.channels_created, stats.handshake_messages, stats.data_writes,
                                        stats.data_messages, stats.credit_writes, stats.credit_messages,
                                        stats.piggybacked_credits, stats.send_copies, stats.rejected_notifications,
-                                       stats.direct_stores, stats.warm_slot_waits));
+                                       stats.direct_stores, stats.flag_line_messages, stats.warm_slot_waits));
   return settings;
 }
 

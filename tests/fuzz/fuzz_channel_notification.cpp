@@ -98,6 +98,10 @@ void apply(Model& model, std::uint64_t bits) {
     return;
   }
   if (model.ordered) {
+    // The same slot and length as a direct store carried in its flag line
+    if (direct_landing_refusal(model.shape, model.receive, notification.slot, notification.value, true) == nullptr)
+      FUZZ_ASSERT(notification.value <= kFlagInlineBytes && notification.value <= model.shape.slot_bytes &&
+                  notification.slot < model.shape.slots && model.receive.slot_held[notification.slot] == 0);
     FUZZ_ASSERT(ordered_landing_refusal(Role::send, model.shape, model.receive, notification) != nullptr);
     if (ordered_landing_refusal(Role::receive, model.shape, model.receive, notification) == nullptr)
       land_ordered(model, notification);

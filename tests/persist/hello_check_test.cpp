@@ -1,5 +1,6 @@
 // persist::check_hello, the pure check of the peer's handshake: a hello that agrees is
 // accepted; one that disagrees on shape or landing order is refused naming both sides.
+// Also direct_landing_refusal for a message carried in its flag line.
 #include <gtest/gtest.h>
 
 #include "persist/channel_state.hpp"
@@ -75,6 +76,21 @@ TEST(ChannelHelloCheck, RefusesAnOlderVersion) {
   auto checked = check_hello(hello, Role::send, shape, LandingOrder::by_position);
   ASSERT_FALSE(checked);
   EXPECT_NE(checked.error().remedy.find("same tether version"), std::string::npos);
+}
+
+// A direct store's flag line: a message in the line may not claim more than the line
+// holds, whatever the slot would take; one in the slot may fill the slot.
+TEST(DirectLandingCheck, RefusesAFlagLineMessageLongerThanTheLine) {
+  ChannelShape shape = four_slots_of_4k();
+  ReceiveProgress receive;
+  receive.slot_held.assign(shape.slots, 0);
+  EXPECT_EQ(direct_landing_refusal(shape, receive, 2, kFlagInlineBytes, true), nullptr);
+  EXPECT_STREQ(direct_landing_refusal(shape, receive, 2, kFlagInlineBytes + 1, true), "length beyond the flag line");
+  EXPECT_EQ(direct_landing_refusal(shape, receive, 2, 4096, false), nullptr);
+  EXPECT_STREQ(direct_landing_refusal(shape, receive, 2, 4097, false), "length beyond the slot");
+  receive.slot_held[2] = 1;
+  EXPECT_STREQ(direct_landing_refusal(shape, receive, 2, 8, true), "the slot still holds a message not released");
+  EXPECT_STREQ(direct_landing_refusal(shape, receive, 4, 8, true), "slot beyond the channel's slots");
 }
 
 }  // namespace

@@ -88,6 +88,11 @@ Status start_when_possible(SendChannel& channel, std::size_t bytes, std::uint64_
   }
 }
 
+// The size of message `i` of a stream through slots of `slot_bytes`: every size up to the slot.
+std::size_t stream_message_bytes(std::uint64_t i, std::size_t slot_bytes) {
+  return i % 7 == 0 ? slot_bytes : (i * 37) % (slot_bytes + 1);
+}
+
 // Sends `count` messages of rotating sizes; the buffer of each is produced in place.
 // `retries` counts the times the sender was held back: no credit for start(), or (where a
 // write completes only once the receiver answers it: tcp-own) the slot's buffer still busy.
@@ -97,7 +102,7 @@ void send_stream(SendChannel& out, int me, std::uint64_t count, std::uint64_t* r
     std::span<std::byte> buffer;
     while (out.next_buffer(buffer) == Status::retry)
       if (retries != nullptr) ++*retries;
-    std::size_t bytes = i % 7 == 0 ? slot : (i * 37) % (slot + 1);
+    std::size_t bytes = stream_message_bytes(i, slot);
     fill(buffer.first(bytes), static_cast<std::uint64_t>(me), i);
     Status status = start_when_possible(out, bytes, retries);
     CHECK(status != Status::error, "start {}: {}", i, out.last_error().message());
@@ -114,7 +119,7 @@ void receive_stream(ReceiveChannel& in, int peer, std::uint64_t count, std::chro
     Status status = in.wait(message);
     CHECK(status == Status::done, "wait {}: {}", i, in.last_error().message());
     if (status != Status::done) return;
-    std::size_t bytes = i % 7 == 0 ? slot : (i * 37) % (slot + 1);
+    std::size_t bytes = stream_message_bytes(i, slot);
     if (hold.count() > 0) std::this_thread::sleep_for(hold);  // a slow receiver holds the slot
     if (message.size() != bytes || !matches(message, static_cast<std::uint64_t>(peer), i)) ++bad;
     CHECK(in.release() == Status::done, "release {}: {}", i, in.last_error().message());
@@ -405,9 +410,16 @@ void no_overhead(Runtime& runtime) {
   auto writes = channels_after.data_writes - channels_before.data_writes;
   auto sends = channels_after.data_messages - channels_before.data_messages;
   CHECK(writes + sends == count, "{} writes and {} sends for {} messages", writes, sends, count);
-  fmt::print("rank {}: {} messages ({} writes, {} sends): 0 registrations, 0 engine messages, 0 copies, {} credit "
-             "writes, {} credit messages, {} piggybacked credits\n",
-             runtime.rank(), count, writes, sends, channels_after.credit_writes - channels_before.credit_writes,
+  // Direct stores (shm-own) carry every message that fits in the flag line there.
+  std::uint64_t fit_in_line = 0;
+  for (std::uint64_t i = 0; i < count; ++i) fit_in_line += stream_message_bytes(i, shape.slot_bytes) <= tether::kFlagLineMessageBytes;
+  bool direct = channels_after.direct_stores - channels_before.direct_stores == count;
+  auto in_line = channels_after.flag_line_messages - channels_before.flag_line_messages;
+  CHECK(in_line == (direct ? fit_in_line : 0), "{} of {} messages in the flag line, expected {}", in_line, count,
+        direct ? fit_in_line : 0);
+  fmt::print("rank {}: {} messages ({} writes, {} sends): {} in the flag line, 0 registrations, 0 engine messages, "
+             "0 copies, {} credit writes, {} credit messages, {} piggybacked credits\n",
+             runtime.rank(), count, writes, sends, in_line, channels_after.credit_writes - channels_before.credit_writes,
              channels_after.credit_messages - channels_before.credit_messages,
              channels_after.piggybacked_credits - channels_before.piggybacked_credits);
 }

@@ -39,6 +39,9 @@ struct ChannelShape {
 
 inline constexpr int kMaxChannelTag = (1 << 29) - 1;
 inline constexpr std::uint32_t kMaxChannelSlots = 1024;
+// Where the receiver's slots are mapped (shm-own), a message of at most this many bytes
+// travels in the line that announces it (ChannelStats::flag_line_messages).
+inline constexpr std::size_t kFlagLineMessageBytes = 48;
 
 // Counters of one Runtime's channels, to prove what the hot path does not do.
 struct ChannelStats {
@@ -58,6 +61,8 @@ struct ChannelStats {
   std::uint64_t late_notifications = 0;      // for channels closed since, dropped
   std::uint64_t direct_stores = 0;       // of data_writes, stores into the receiver's mapped slot
                                          // (shm-own): no completion, no notification
+  std::uint64_t flag_line_messages = 0;  // of direct_stores, messages of <= kFlagLineMessageBytes
+                                         // carried in the receiver's flag line (one cache line crosses)
   std::uint64_t sender_picked_slots = 0; // messages whose landing slot the sender picked from the
                                          // free ones, released last first (direct stores; writes
                                          // and sends over tcp-own), not by turn
