@@ -60,20 +60,21 @@ void write_rings(PeerView& view, InputReader& input) {
     Ring* ring = ring_at(view.mailbox, index);
     auto owner = input.take<std::uint8_t>();
     ring->owner_pid.store(owner == 0 ? 0 : owner == 1 ? static_cast<std::uint32_t>(::getpid()) : owner);
-    ring->head.store(input.take<std::uint8_t>());
-    ring->tail.store(input.take<std::uint8_t>());
+    ring->head.store(input.take<std::uint16_t>());
+    ring->tail.store(input.take<std::uint16_t>());
   }
 }
 
 void write_entries(PeerView& view, InputReader& input) {
   while (!input.empty()) {
     Ring* ring = ring_at(view.mailbox, input.take<std::uint8_t>() % kRingsWritten);
-    RingEntry& entry = ring->entries[input.take<std::uint8_t>() % kRingEntries];
-    entry.sequence.store(input.take<std::uint8_t>());
-    entry.kind = static_cast<EntryKind>(input.take<std::uint8_t>() % 4);
+    RingEntry& entry = ring->cells[input.take<std::uint16_t>() % kRingCells];
+    entry.sequence.store(input.take<std::uint16_t>());
+    entry.kind = static_cast<EntryKind>(input.take<std::uint8_t>() % 5);
+    entry.flags = input.take<std::uint8_t>();
     entry.length = input.take<std::uint32_t>();
     entry.notification = input.take<std::uint64_t>();
-    std::memset(entry.payload, input.take<std::uint8_t>(), sizeof entry.payload);
+    std::memset(entry.payload_start, input.take<std::uint8_t>(), sizeof entry.payload_start);
   }
 }
 

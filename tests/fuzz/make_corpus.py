@@ -117,19 +117,30 @@ def remote_buffer_seeds():
 
 def mailbox_seeds():
     receives = bytes([2]) + struct.pack("<HH", 8256, 16)
-    rings = struct.pack("<II", 64, 1) + bytes([1, 0, 2]) + bytes([0, 0, 0]) + bytes([0, 0, 0])
 
-    def entry(ring, slot, kind, length, note=0, fill=0x5A, sequence=None):
-        ready = slot + 1 if sequence is None else sequence  # head 0: slot k is ready at sequence k + 1
-        return struct.pack("<BBBBIQB", ring, slot, ready, kind, length, note, fill)
+    def ring(owner, head, tail):
+        return bytes([owner]) + struct.pack("<HH", head, tail)
+
+    rings = struct.pack("<II", 64, 1) + ring(1, 0, 2) + ring(0, 0, 0) + ring(0, 0, 0)
+    near_end = struct.pack("<II", 64, 1) + ring(1, 8190, 8194) + ring(0, 0, 0) + ring(0, 0, 0)
+
+    def entry(ring_index, cell, kind, length, note=0, fill=0x5A, sequence=None, flags=0):
+        ready = cell + 1 if sequence is None else sequence  # head 0: an entry at cell k is ready at sequence k + 1
+        return struct.pack("<BHHBBIQB", ring_index, cell, ready, kind, flags, length, note, fill)
 
     return {
-        "two-messages": receives + rings + entry(0, 0, 1, 100) + entry(0, 1, 1, 8256),
+        # 100 bytes and a 24-byte header take cells 0-1; the next entry starts at cell 2
+        "two-messages": receives + rings + entry(0, 0, 1, 100) + entry(0, 2, 1, 8256),
+        # a payload word at a cell start that a later lap's sequence could equal: cleared when taken
+        "flagged-message": receives + rings + entry(0, 0, 1, 200, flags=1) + entry(0, 4, 1, 8),
         "oversize-entry": receives + rings + entry(0, 0, 1, 9000) + entry(0, 1, 3, 4),
         "remote-write": receives + rings + entry(0, 0, 2, 64, note=0x8000100000000040) + entry(0, 1, 1, 0),
-        "wild-sequence": receives + rings + entry(0, 0, 1, 16, sequence=200) + entry(0, 1, 1, 16),
+        "wild-sequence": receives + rings + entry(0, 0, 1, 16, sequence=8193) + entry(0, 1, 1, 16),
+        # head at cell 8190 of 8192: a padding entry, then a message at cell 0 of the next lap
+        "padding-wrap": receives + near_end + entry(0, 8190, 3, 2) + entry(0, 0, 1, 40, sequence=8193),
+        "message-past-the-end": receives + near_end + entry(0, 8190, 1, 200),
         "lying-header": bytes([1]) + struct.pack("<H", 64) + struct.pack("<II", 0xFFFFFFFF, 0xFFFFFFFF)
-        + bytes([1, 200, 100]) + bytes([1, 0, 70]) + bytes([2, 0, 1]),
+        + ring(200, 100, 1) + ring(0, 70, 2) + ring(0, 1, 0),
     }
 
 

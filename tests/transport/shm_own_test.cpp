@@ -1,10 +1,13 @@
 // shm-own only: a ring whose entry was corrupted in shared memory is reported and
-// ignored from then on, never followed, and the receiver keeps working.
+// ignored from then on, never followed, and the receiver keeps working; payload that
+// looks like a later entry's sequence is never taken for one.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -68,11 +71,11 @@ TEST(ShmOwnTest, CorruptedRingEntryIsReportedAndNeverFollowed) {
       if (ring->owner_pid.load() != static_cast<std::uint32_t>(::getpid())) continue;
       // The entry the victim reads next: a well-formed message under a sequence no lap gives.
       head = ring->head.load();
-      next = &ring->entries[head % transport::shm::kRingEntries];
+      next = &ring->cells[head % transport::shm::kRingCells];
       next->kind = transport::shm::EntryKind::message;
       next->length = 5;
-      std::memcpy(next->payload, "evil", 5);
-      next->sequence.store(head + 100000, std::memory_order_release);
+      std::memcpy(transport::shm::payload_of(*next), "evil", 5);
+      next->sequence.store(head + 1 + 16 * transport::shm::kRingCells, std::memory_order_release);  // a later lap's
     }
     ASSERT_NE(next, nullptr) << "the vandal owns no ring in the victim's mailbox";
     control.send_value(1);
@@ -109,6 +112,84 @@ TEST(ShmOwnTest, MailboxOfAnotherLayoutVersionIsRefusedWithBothVersionsNamed) {
     control.send_value(1);
   };
   auto outcome = run_pair(receiver, sender, std::chrono::seconds(60));
+  expect_both_passed(outcome);
+}
+
+// The ring position of the next entry of `cells` in `ring` (a big one: never taken back
+// to cell 0 early), after the padding that would precede it.
+std::uint64_t next_entry_position(const transport::shm::Ring& ring, std::uint32_t cells) {
+  using transport::shm::kRingCells;
+  std::uint64_t tail = ring.tail.load();
+  auto index = static_cast<std::uint32_t>(tail % kRingCells);
+  return index + cells > kRingCells ? tail + (kRingCells - index) : tail;
+}
+
+// A payload whose word at every cell start equals a sequence a later lap's entry starting
+// in that cell could carry (mailbox.hpp): the ring must not take it for one once the cell
+// is polled again after the ring wrapped. Two laps of the largest messages so crafted,
+// then small messages that walk through those cells with the receiver polling each one
+// before it is written: every message must arrive intact and the ring stay followed.
+TEST(ShmOwnTest, PayloadThatLooksLikeALaterSequenceIsNeverTakenForOne) {
+  using transport::shm::kRingCells;
+  constexpr std::size_t kLarge = transport::shm::kEntryPayloadBytes;
+  constexpr std::uint32_t kLargeCells = transport::shm::cells_for(kLarge);
+  constexpr int kLargeMessages = 2 * static_cast<int>(transport::shm::kRingEntries) + 1;
+  constexpr int kSmallMessages = 2 * static_cast<int>(transport::shm::kRingWarmCells) + 8;
+  constexpr int kMessages = 1 + kLargeMessages + kSmallMessages;  // the first claims the ring
+  auto receiver = [&](const ControlChannel& control) {
+    ConnectedEndpoint endpoint("shm-own", control);
+    ASSERT_TRUE(endpoint.ok());
+    control.send_bytes(endpoint->address());
+    std::vector<std::byte> buffer(kLarge);
+    int damaged = 0;
+    for (int i = 0; i < kMessages; ++i) {
+      ASSERT_EQ(endpoint->post_receive(buffer.data(), buffer.size(), nullptr, static_cast<std::uint64_t>(i)),
+                Status::posted);
+      Completion landed = endpoint.wait(CompletionKind::receive, 10s);
+      ASSERT_EQ(landed.error, Errc::ok) << "message " << i << " of " << kMessages << " never came";
+      std::uint64_t sent = endpoint.receive_value(control);
+      damaged += checksum(buffer.data(), landed.length) != sent || landed.context != static_cast<std::uint64_t>(i);
+      for (int poll = 0; poll < 4; ++poll) endpoint.poll_into_backlog();  // the next cell, before it is written
+      control.send_value(static_cast<std::uint64_t>(i));
+    }
+    EXPECT_EQ(damaged, 0) << damaged << " of " << kMessages << " messages differ from what was sent";
+    EXPECT_TRUE(endpoint.backlog().empty()) << "a completion nobody sent";
+  };
+  auto sender = [&](const ControlChannel& control) {
+    ConnectedEndpoint endpoint("shm-own", control);
+    ASSERT_TRUE(endpoint.ok());
+    auto address = endpoint.receive_bytes(control);
+    std::vector<std::byte> payload(kLarge);
+    auto send = [&](std::size_t bytes) {
+      ASSERT_EQ(endpoint.post([&] { return endpoint->send(endpoint.peer(), payload.data(), bytes, nullptr, 0); }),
+                Status::done);
+      control.send_value(checksum(payload.data(), bytes));
+      (void)endpoint.receive_value(control);  // taken, and the next cell polled
+    };
+    fill_pattern(payload.data(), 8, 0);
+    send(8);
+    MailboxHeader* mailbox = map_mailbox(address);
+    ASSERT_NE(mailbox, nullptr);
+    transport::shm::Ring* ring = nullptr;
+    for (std::uint32_t i = 0; i < mailbox->ring_count && ring == nullptr; ++i)
+      if (ring_at(mailbox, i)->owner_pid.load() == static_cast<std::uint32_t>(::getpid())) ring = ring_at(mailbox, i);
+    ASSERT_NE(ring, nullptr) << "the sender owns no ring in the receiver's mailbox";
+    for (int i = 0; i < kLargeMessages; ++i) {
+      fill_pattern(payload.data(), kLarge, static_cast<std::uint64_t>(i));
+      std::uint64_t position = next_entry_position(*ring, kLargeCells);
+      for (std::uint32_t cell = 1; cell < kLargeCells; ++cell) {
+        std::uint64_t later_sequence = position + cell + 1 + 100 * std::uint64_t{kRingCells};
+        std::size_t offset = cell * transport::shm::kCellBytes - transport::shm::kEntryHeaderBytes;
+        std::memcpy(payload.data() + offset, &later_sequence, std::min(sizeof later_sequence, kLarge - offset));
+      }
+      send(kLarge);
+    }
+    for (int i = 0; i < kSmallMessages; ++i) {
+      fill_pattern(payload.data(), 8, static_cast<std::uint64_t>(kLargeMessages + i));
+      send(8);
+    }
+  };
+  auto outcome = run_pair(receiver, sender, std::chrono::seconds(120));
   expect_both_passed(outcome);
 }
 

@@ -18,39 +18,70 @@ PeerIndex ShmTransport::peer_of_ring(std::uint32_t index) noexcept {
   return kUnknownPeer;
 }
 
-// An entry whose sequence is neither this lap's (ready) nor the last lap's (not yet
-// written; 0 before the first lap) means a peer wrote the ring or its head: reported once,
-// and the ring is ignored from then on.
-void ShmTransport::report_corrupt_ring(Ring& ring, std::uint32_t index, std::uint64_t head,
-                                       std::uint64_t sequence) noexcept {
+// A cell at head that holds a later lap's sequence, or an entry no ring holds, means a
+// peer wrote the ring or its head: reported once, and the ring is ignored from then on.
+void ShmTransport::ignore_corrupt_ring(Ring& ring, std::uint32_t index, std::uint64_t head,
+                                       std::string_view what) noexcept {
   ring_broken_[index] = 1;
-  log::error("transport", "shm-own ring {} (process {}) has head {} and an entry of sequence {}: corrupted; ignored from now on",
-             index, ring.owner_pid.load(), head, sequence);
+  log::error("transport", "shm-own ring {} (process {}) has head {} and {}: corrupted; ignored from now on", index,
+             ring.owner_pid.load(), head, what);
 }
 
-// An entry whose sequence is this lap's is ready; one of the last lap's (0 before the
-// first lap) is not yet written.
+void ShmTransport::report_corrupt_cell(Ring& ring, std::uint32_t index, std::uint64_t head,
+                                       std::uint64_t sequence) noexcept {
+  ignore_corrupt_ring(ring, index, head, fmt::format("a cell of sequence {}", sequence));
+}
+
+void ShmTransport::report_corrupt_entry(Ring& ring, std::uint32_t index, std::uint64_t head, EntryKind kind,
+                                        std::uint32_t length) noexcept {
+  ignore_corrupt_ring(ring, index, head,
+                      fmt::format("an entry of kind {} and length {} at cell {}", static_cast<std::uint32_t>(kind),
+                                  length, head % kRingCells));
+}
+
+// The cell at head holds this lap's entry when its sequence is head + 1; anything else but
+// a later lap's sequence of this cell means not yet (mailbox.hpp).
 RingEntry* ShmTransport::ready_entry(Ring& ring, std::uint32_t index, std::uint64_t& head) noexcept {
   if (ring_broken_[index] != 0) return nullptr;
   head = ring.head.load(std::memory_order_relaxed);
-  RingEntry& entry = ring.entries[head % kRingEntries];
+  RingEntry& entry = ring.cells[head % kRingCells];
   std::uint64_t sequence = entry.sequence.load(std::memory_order_acquire);
   if (sequence == head + 1) return &entry;
-  std::uint64_t not_yet_written = head < kRingEntries ? 0 : head + 1 - kRingEntries;
-  if (sequence != not_yet_written) [[unlikely]] report_corrupt_ring(ring, index, head, sequence);
+  if (sequence > head + 1 && mimics_sequence(sequence, head)) [[unlikely]]
+    report_corrupt_cell(ring, index, head, sequence);
   return nullptr;
 }
 
+// Hands an entry's cells back, first zeroing the payload words a flagged entry holds at
+// cell starts (they would pass for a later lap's sequence).
+void ShmTransport::release_cells(Ring& ring, std::uint64_t head, std::uint32_t cells, std::uint16_t flags) noexcept {
+  if ((flags & kEntryClearCells) != 0) [[unlikely]] {
+    RingEntry* first = &ring.cells[head % kRingCells];
+    for (std::uint32_t cell = 1; cell < cells; ++cell) first[cell].sequence.store(0, std::memory_order_relaxed);
+  }
+  ring.head.store(head + cells, std::memory_order_release);
+}
+
 // Turns a ready entry into a completion, or hands a message to the reader that takes it
-// in place; nothing when it must wait (no receive posted) or was dropped (invalid).
+// in place; nothing when it must wait (no receive posted) or the ring is corrupt.
 ShmTransport::Taken ShmTransport::take_entry(Ring& ring, std::uint32_t index, std::uint64_t head, RingEntry& entry,
                                              Completion& completion) noexcept {
   // One read of each field: the peer may rewrite the entry while it is checked.
   EntryKind kind = std::atomic_ref(const_cast<EntryKind&>(entry.kind)).load(std::memory_order_relaxed);
+  std::uint16_t flags = std::atomic_ref(const_cast<std::uint16_t&>(entry.flags)).load(std::memory_order_relaxed);
   std::uint32_t entry_length = std::atomic_ref(const_cast<std::uint32_t&>(entry.length)).load(std::memory_order_relaxed);
-  bool valid_message = kind == EntryKind::message && entry_valid(kind, entry_length);
-  if (valid_message && message_reader_ != nullptr && message_reader_->take({entry.payload, entry_length})) {
-    ring.head.store(head + 1, std::memory_order_release);
+  std::uint32_t cells = entry_cells(kind, entry_length, static_cast<std::uint32_t>(head % kRingCells));
+  if (kind == EntryKind::message && cells != 0 && message_reader_ != nullptr &&
+      message_reader_->take({payload_of(entry), entry_length})) {
+    release_cells(ring, head, cells, flags);
+    return Taken::in_place;
+  }
+  if (cells == 0) [[unlikely]] {
+    report_corrupt_entry(ring, index, head, kind, entry_length);
+    return Taken::nothing;
+  }
+  if (kind == EntryKind::padding) {  // the cells after it were not written this lap
+    ring.head.store(head + cells, std::memory_order_release);
     return Taken::in_place;
   }
   completion = Completion{};
@@ -59,23 +90,18 @@ ShmTransport::Taken ShmTransport::take_entry(Ring& ring, std::uint32_t index, st
     completion.kind = CompletionKind::remote_write;
     completion.length = entry_length;
     completion.notification = entry.notification;
-  } else if (valid_message) {
+  } else {
     if (receives_.empty()) return Taken::nothing;  // the sender's ring fills: back-pressure
     PostedReceive receive = receives_.front();
     receives_.pop_front();
     std::size_t length = std::min<std::size_t>(entry_length, receive.length);
-    if (length > 0) std::memcpy(receive.buffer, entry.payload, length);
+    if (length > 0) std::memcpy(receive.buffer, payload_of(entry), length);
     completion.kind = CompletionKind::receive;
     completion.context = receive.context;
     completion.buffer = receive.buffer;
     completion.length = length;
-  } else {
-    log::error("transport", "shm-own ring {} holds an entry of kind {} and length {}: dropped", index,
-               static_cast<std::uint32_t>(kind), entry_length);
-    ring.head.store(head + 1, std::memory_order_release);
-    return Taken::nothing;
   }
-  ring.head.store(head + 1, std::memory_order_release);
+  release_cells(ring, head, cells, flags);
   return Taken::completion;
 }
 

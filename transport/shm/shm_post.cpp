@@ -72,23 +72,23 @@ Status ShmTransport::attach(ShmPeer& peer) noexcept {
   }
   peer.mailbox = mailbox;
   peer.mailbox_bytes = mapping->bytes;
-  peer.writer = RingWriter{ring, ring->tail.load(std::memory_order_acquire), ring->head.load(std::memory_order_acquire)};
+  peer.writer = RingWriter{ring, ring->tail.load(std::memory_order_acquire), ring->head.load(std::memory_order_acquire), 0, 0};
   return Status::done;
 }
 
 // A free entry of this process's ring in the peer's mailbox, or nullptr with `status`
 // saying why (retry: the ring is full).
-RingEntry* ShmTransport::reserve(ShmPeer& peer, Status& status) noexcept {
+RingEntry* ShmTransport::reserve(ShmPeer& peer, std::size_t payload_bytes, Status& status) noexcept {
   status = Status::done;
-  RingEntry* entry = peer.writer.ring != nullptr ? peer.writer.reserve() : nullptr;
-  return entry != nullptr ? entry : attach_and_reserve(peer, status);
+  RingEntry* entry = peer.writer.ring != nullptr ? peer.writer.reserve(payload_bytes) : nullptr;
+  return entry != nullptr ? entry : attach_and_reserve(peer, payload_bytes, status);
 }
 
 // The first entry for this peer (its mailbox is mapped then), or one that finds the ring full.
-RingEntry* ShmTransport::attach_and_reserve(ShmPeer& peer, Status& status) noexcept {
+RingEntry* ShmTransport::attach_and_reserve(ShmPeer& peer, std::size_t payload_bytes, Status& status) noexcept {
   status = attach(peer);
   if (status != Status::done) return nullptr;
-  RingEntry* entry = peer.writer.reserve();
+  RingEntry* entry = peer.writer.reserve(payload_bytes);
   status = entry == nullptr ? Status::retry : Status::done;
   if (entry == nullptr && ::kill(static_cast<pid_t>(peer.pid), 0) != 0 && errno == ESRCH)
     status = fail(Errc::peer_unreachable, fmt::format("process {} exited with its ring full", peer.pid),
@@ -122,11 +122,12 @@ Status ShmTransport::send(PeerIndex peer, const void* buffer, std::size_t length
     return fail(Errc::invalid_argument, fmt::format("a {}-byte message over shm-own (at most {})", length, kEntryPayloadBytes),
                 "split it, or send larger data by RMA");
   Status status = Status::done;
-  RingEntry* entry = reserve(peers_[peer], status);
+  RingEntry* entry = reserve(peers_[peer], length, status);
   if (entry == nullptr) return status;
   entry->kind = EntryKind::message;
   entry->length = static_cast<std::uint32_t>(length);
-  if (length > 0) std::memcpy(entry->payload, buffer, length);
+  if (length > 0) std::memcpy(payload_of(*entry), buffer, length);
+  entry->flags = message_flags(static_cast<const std::byte*>(buffer), length, *entry, peers_[peer].writer.tail);
   peers_[peer].writer.publish(*entry);
   return Status::done;  // the bytes are in the peer's ring: the buffer may be reused
 }
@@ -201,11 +202,12 @@ Status ShmTransport::write_with_notification(PeerIndex peer, const void* buffer,
                                              std::uint64_t notification, std::uint64_t context) noexcept {
   if (!check_peer(peer)) return Status::error;
   Status status = Status::done;
-  RingEntry* entry = reserve(peers_[peer], status);
+  RingEntry* entry = reserve(peers_[peer], 0, status);
   if (entry == nullptr) return status;
   status = copy_with_peer(peers_[peer], const_cast<void*>(buffer), length, target, target_offset, Direction::to_peer);
   if (status != Status::done) return status;
   entry->kind = EntryKind::remote_write;
+  entry->flags = 0;
   entry->length = static_cast<std::uint32_t>(length);
   entry->notification = notification;
   peers_[peer].writer.publish(*entry);

@@ -137,8 +137,8 @@ Expected<std::unique_ptr<Transport>> ShmTransport::open() {
   limits.inject_bytes = kEntryPayloadBytes;
   limits.send_queue_depth = kRingEntries;
   limits.receive_queue_depth = kRingEntries;
-  log::info("transport", "opened shm-own: mailbox of {} rings x {} entries of {} B (fd {})", kRingCount,
-            kRingEntries, kEntryPayloadBytes, transport->mailbox_fd_);
+  log::info("transport", "opened shm-own: mailbox of {} rings x {} cells of {} B, messages up to {} B (fd {})",
+            kRingCount, kRingCells, kCellBytes, kEntryPayloadBytes, transport->mailbox_fd_);
   return std::unique_ptr<Transport>(std::move(transport));
 }
 

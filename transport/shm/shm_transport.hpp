@@ -80,8 +80,8 @@ class ShmTransport final : public Transport {
   bool check_peer(PeerIndex peer) noexcept { return peer < peers_.size() || report_unknown_peer(peer); }
   bool report_unknown_peer(PeerIndex peer) noexcept;  // false, with the error set
   Status attach(ShmPeer& peer) noexcept;
-  RingEntry* reserve(ShmPeer& peer, Status& status) noexcept;
-  RingEntry* attach_and_reserve(ShmPeer& peer, Status& status) noexcept;
+  RingEntry* reserve(ShmPeer& peer, std::size_t payload_bytes, Status& status) noexcept;
+  RingEntry* attach_and_reserve(ShmPeer& peer, std::size_t payload_bytes, Status& status) noexcept;
   enum class Direction : std::uint8_t { to_peer, from_peer };
   Status copy_with_peer(ShmPeer& peer, void* local, std::size_t length, const RemoteBuffer& remote, std::size_t offset,
                         Direction direction) noexcept;
@@ -90,13 +90,18 @@ class ShmTransport final : public Transport {
                         std::size_t length);
 
   // Polling (shm_poll.cpp).
+  // in_place: a message the reader took, or a padding entry passed over.
   enum class Taken : std::uint8_t { nothing, completion, in_place };
   // The ring's oldest entry if it is ready, else nullptr (checked on every poll: kept small);
   // `head` is its index, read once.
   RingEntry* ready_entry(Ring& ring, std::uint32_t index, std::uint64_t& head) noexcept;
   Taken take_entry(Ring& ring, std::uint32_t index, std::uint64_t head, RingEntry& entry,
                    Completion& completion) noexcept;
-  [[gnu::cold]] void report_corrupt_ring(Ring& ring, std::uint32_t index, std::uint64_t head, std::uint64_t sequence) noexcept;
+  [[gnu::cold]] void report_corrupt_cell(Ring& ring, std::uint32_t index, std::uint64_t head, std::uint64_t sequence) noexcept;
+  [[gnu::cold]] void report_corrupt_entry(Ring& ring, std::uint32_t index, std::uint64_t head, EntryKind kind,
+                                          std::uint32_t length) noexcept;
+  static void release_cells(Ring& ring, std::uint64_t head, std::uint32_t cells, std::uint16_t flags) noexcept;
+  void ignore_corrupt_ring(Ring& ring, std::uint32_t index, std::uint64_t head, std::string_view what) noexcept;
   PeerIndex peer_of_ring(std::uint32_t index) noexcept;
 
   struct PostedReceive {
