@@ -116,7 +116,9 @@ def remote_buffer_seeds():
 
 
 def mailbox_seeds():
-    receives = bytes([2]) + struct.pack("<HH", 8256, 16)
+    # the reader flag (1: a reader takes odd-first-byte messages in place), then 2 receives
+    receives = bytes([1, 2]) + struct.pack("<HH", 8256, 16)
+    no_reader = bytes([0, 2]) + struct.pack("<HH", 8256, 16)
 
     def ring(owner, head, tail):
         return bytes([owner]) + struct.pack("<HH", head, tail)
@@ -131,6 +133,7 @@ def mailbox_seeds():
     return {
         # 100 bytes and a 24-byte header take cells 0-1; the next entry starts at cell 2
         "two-messages": receives + rings + entry(0, 0, 1, 100) + entry(0, 2, 1, 8256),
+        "two-messages-no-reader": no_reader + rings + entry(0, 0, 1, 100) + entry(0, 2, 1, 8256),
         # a payload word at a cell start that a later lap's sequence could equal: cleared when taken
         "flagged-message": receives + rings + entry(0, 0, 1, 200, flags=1) + entry(0, 4, 1, 8),
         "oversize-entry": receives + rings + entry(0, 0, 1, 9000) + entry(0, 1, 3, 4),
@@ -138,8 +141,9 @@ def mailbox_seeds():
         "wild-sequence": receives + rings + entry(0, 0, 1, 16, sequence=8193) + entry(0, 1, 1, 16),
         # head at cell 8190 of 8192: a padding entry, then a message at cell 0 of the next lap
         "padding-wrap": receives + near_end + entry(0, 8190, 3, 2) + entry(0, 0, 1, 40, sequence=8193),
+        "padding-wrap-no-reader": no_reader + near_end + entry(0, 8190, 3, 2) + entry(0, 0, 1, 40, sequence=8193),
         "message-past-the-end": receives + near_end + entry(0, 8190, 1, 200),
-        "lying-header": bytes([1]) + struct.pack("<H", 64) + struct.pack("<II", 0xFFFFFFFF, 0xFFFFFFFF)
+        "lying-header": bytes([1, 1]) + struct.pack("<H", 64) + struct.pack("<II", 0xFFFFFFFF, 0xFFFFFFFF)
         + ring(200, 100, 1) + ring(0, 70, 2) + ring(0, 1, 0),
     }
 

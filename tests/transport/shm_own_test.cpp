@@ -115,6 +115,38 @@ TEST(ShmOwnTest, MailboxOfAnotherLayoutVersionIsRefusedWithBothVersionsNamed) {
   expect_both_passed(outcome);
 }
 
+// message_flags: a word at a cell start of the payload that a later sequence of that cell
+// could equal flags the entry, whether the payload covers the word whole or in part (the
+// rest is what the cell held).
+TEST(ShmMailbox, PayloadWordsThatLookLikeALaterSequenceFlagTheirEntry) {
+  using namespace transport::shm;
+  constexpr std::uint64_t kPosition = 1000;
+  constexpr std::size_t kSecondCell = kCellBytes - kEntryHeaderBytes;  // payload offset of cell 1's word
+  constexpr std::size_t kThirdCell = kSecondCell + kCellBytes;         // and of cell 2's
+  std::vector<RingEntry> cells(3);
+  std::vector<std::byte> source(kThirdCell + sizeof(std::uint64_t));
+  // The payload of `length` bytes (the words given at cells 1 and 2) copied over what cell
+  // 2's word held before, then flagged.
+  auto flags_of = [&](std::size_t length, std::uint64_t second_word, std::uint64_t third_word, std::uint64_t held) {
+    std::memcpy(source.data() + kSecondCell, &second_word, sizeof second_word);
+    std::memcpy(source.data() + kThirdCell, &third_word, sizeof third_word);
+    cells[2].sequence.store(held);
+    std::memcpy(payload_of(cells[0]), source.data(), length);
+    return message_flags(source.data(), length, cells[0], kPosition);
+  };
+  const std::uint64_t later_second = kPosition + 1 + 1 + 5 * std::uint64_t{kRingCells};
+  const std::uint64_t later_third = kPosition + 2 + 1 + 3 * std::uint64_t{kRingCells};
+  constexpr std::size_t kWhole = kThirdCell + sizeof(std::uint64_t);
+  EXPECT_EQ(flags_of(kWhole, 0, 0, 0), 0);
+  EXPECT_EQ(flags_of(kWhole, later_second, 0, 0), kEntryClearCells);
+  EXPECT_EQ(flags_of(kWhole, later_second + 1, 0, 0), 0);
+  EXPECT_EQ(flags_of(kWhole, 0, later_third, 0), kEntryClearCells);
+  // One payload byte in cell 2's word: the 7 bytes the cell held decide.
+  EXPECT_EQ(flags_of(kThirdCell + 1, 0, later_third, later_third), kEntryClearCells);
+  EXPECT_EQ(flags_of(kThirdCell + 1, 0, later_third, 0), 0);
+  EXPECT_EQ(flags_of(kThirdCell + 1, 0, later_third + 1, later_third), 0);
+}
+
 // The ring position of the next entry of `cells` in `ring` (a big one: never taken back
 // to cell 0 early), after the padding that would precede it.
 std::uint64_t next_entry_position(const transport::shm::Ring& ring, std::uint32_t cells) {
@@ -178,7 +210,7 @@ TEST(ShmOwnTest, PayloadThatLooksLikeALaterSequenceIsNeverTakenForOne) {
       fill_pattern(payload.data(), kLarge, static_cast<std::uint64_t>(i));
       std::uint64_t position = next_entry_position(*ring, kLargeCells);
       for (std::uint32_t cell = 1; cell < kLargeCells; ++cell) {
-        std::uint64_t later_sequence = position + cell + 1 + 100 * std::uint64_t{kRingCells};
+        std::uint64_t later_sequence = position + cell + 1 + kRingCells;  // this cell's, one lap on
         std::size_t offset = cell * transport::shm::kCellBytes - transport::shm::kEntryHeaderBytes;
         std::memcpy(payload.data() + offset, &later_sequence, std::min(sizeof later_sequence, kLarge - offset));
       }

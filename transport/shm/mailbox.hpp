@@ -24,7 +24,9 @@ inline constexpr std::uint32_t kRingWarmCells = 1024;
 inline constexpr std::uint32_t kWarmEntryCells = 32;  // entries this small go back to cell 0 early
 inline constexpr std::uint32_t kMaxEntryCells =
     static_cast<std::uint32_t>((kEntryHeaderBytes + kEntryPayloadBytes + kCellBytes - 1) / kCellBytes);
-inline constexpr std::uint32_t kRingEntries = kRingCells / kMaxEntryCells;  // of the largest size, at once
+// Entries of the largest size a ring always holds at once, wherever it starts (a padding
+// entry may take up to kMaxEntryCells - 1 cells at its end).
+inline constexpr std::uint32_t kRingEntries = (kRingCells - (kMaxEntryCells - 1)) / kMaxEntryCells;
 
 // padding: the cells from this entry to the ring's end are unused (the next entry did not fit)
 enum class EntryKind : std::uint16_t { message = 1, remote_write = 2, padding = 3 };
