@@ -134,7 +134,8 @@ struct RingWriter {
   std::uint64_t next_head_look = 0;  // warm_wrap_fits reads head again from this tail on
   // A free entry for `payload_bytes` (<= kEntryPayloadBytes), or nullptr when the ring is
   // full. It first publishes a padding entry to the ring's end when the entry would wrap,
-  // or past kRingWarmCells when the ring has room for that.
+  // or, for an entry of at most kWarmEntryCells past kRingWarmCells, when the consumer is
+  // close behind.
   [[nodiscard]] RingEntry* reserve(std::size_t payload_bytes) noexcept {
     std::uint32_t cells = cells_for(payload_bytes);
     auto index = static_cast<std::uint32_t>(tail % kRingCells);
