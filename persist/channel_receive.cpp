@@ -112,7 +112,8 @@ void ChannelRegistry::check_flag(ChannelState& channel, std::uint32_t position) 
                        "the channel");
     return;
   }
-  if (in_flag_line) std::memcpy(channel.buffer_at(static_cast<std::uint32_t>(slot)), inline_payload_at(channel.flags, position), length);
+  if (in_flag_line)
+    std::memcpy(channel.buffer_at(static_cast<std::uint32_t>(slot)), inline_payload_at(channel.flags, position), length);
   receive.landing_slot[position] = static_cast<std::uint32_t>(slot);
   receive.slot_held[slot] = 1;
   receive.landed_bytes[position] = length;

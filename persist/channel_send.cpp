@@ -59,7 +59,8 @@ Status ChannelRegistry::start_locked(ChannelState& channel, std::size_t bytes) n
                   fmt::format("the previous message still has {} partitions not ready", send.partitions_left),
                   "call ready() for every partition before the next start()");
   // every slot is the receiver's, as far as this side knew and after a fresh look
-  bool no_credit = send.started - known_credits(channel) >= shape.slots && send.started - credits_of(channel) >= shape.slots;
+  bool no_credit =
+      send.started - known_credits(channel) >= shape.slots && send.started - credits_of(channel) >= shape.slots;
   set_waiting(channel, no_credit);
   if (no_credit) return Status::retry;
   if (send.buffer_writes[channel.next_send_buffer()] > 0) return Status::retry;

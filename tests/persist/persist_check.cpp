@@ -412,7 +412,8 @@ void no_overhead(Runtime& runtime) {
   CHECK(writes + sends == count, "{} writes and {} sends for {} messages", writes, sends, count);
   // Direct stores (shm-own) carry every message that fits in the flag line there.
   std::uint64_t fit_in_line = 0;
-  for (std::uint64_t i = 0; i < count; ++i) fit_in_line += stream_message_bytes(i, shape.slot_bytes) <= tether::kFlagLineMessageBytes;
+  for (std::uint64_t i = 0; i < count; ++i)
+    fit_in_line += stream_message_bytes(i, shape.slot_bytes) <= tether::kFlagLineMessageBytes;
   bool direct = channels_after.direct_stores - channels_before.direct_stores == count;
   auto in_line = channels_after.flag_line_messages - channels_before.flag_line_messages;
   CHECK(in_line == (direct ? fit_in_line : 0), "{} of {} messages in the flag line, expected {}", in_line, count,

@@ -81,7 +81,7 @@ ShmTransport::Taken ShmTransport::take_entry(Ring& ring, std::uint32_t index, st
     return Taken::nothing;
   }
   if (kind == EntryKind::padding) {  // the cells after it were not written this lap
-    ring.head.store(head + cells, std::memory_order_release);
+    release_cells(ring, head, cells, 0);
     return Taken::in_place;
   }
   completion = Completion{};

@@ -72,7 +72,9 @@ Status ShmTransport::attach(ShmPeer& peer) noexcept {
   }
   peer.mailbox = mailbox;
   peer.mailbox_bytes = mapping->bytes;
-  peer.writer = RingWriter{ring, ring->tail.load(std::memory_order_acquire), ring->head.load(std::memory_order_acquire), 0, 0};
+  peer.writer = RingWriter{.ring = ring,
+                           .tail = ring->tail.load(std::memory_order_acquire),
+                           .cached_head = ring->head.load(std::memory_order_acquire)};
   return Status::done;
 }
 

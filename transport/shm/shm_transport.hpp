@@ -97,7 +97,8 @@ class ShmTransport final : public Transport {
   RingEntry* ready_entry(Ring& ring, std::uint32_t index, std::uint64_t& head) noexcept;
   Taken take_entry(Ring& ring, std::uint32_t index, std::uint64_t head, RingEntry& entry,
                    Completion& completion) noexcept;
-  [[gnu::cold]] void report_corrupt_cell(Ring& ring, std::uint32_t index, std::uint64_t head, std::uint64_t sequence) noexcept;
+  [[gnu::cold]] void report_corrupt_cell(Ring& ring, std::uint32_t index, std::uint64_t head,
+                                         std::uint64_t sequence) noexcept;
   [[gnu::cold]] void report_corrupt_entry(Ring& ring, std::uint32_t index, std::uint64_t head, EntryKind kind,
                                           std::uint32_t length) noexcept;
   static void release_cells(Ring& ring, std::uint64_t head, std::uint32_t cells, std::uint16_t flags) noexcept;
