@@ -112,9 +112,9 @@ constexpr Option kOptions[] = {
      "How long tcp-own waits for a connection to a peer to open (the pair's first frame) before everything "
      "sent to it fails with peer_unreachable; the rank goes on polling meanwhile (0s: as long as the kernel "
      "retries, about two minutes)"},
-    {"TETHER_TCP_SOCKET_BUFFER", "128K", Kind::size,
-     "Send and receive buffer of each tcp-own socket (SO_SNDBUF, SO_RCVBUF; the kernel doubles it); small "
-     "buffers keep a large message's bytes in cache between the two copies (0: the kernel's autotuning)"},
+    {"TETHER_TCP_SOCKET_BUFFER", "1M", Kind::size,
+     "Send and receive buffer of each tcp-own socket (SO_SNDBUF, SO_RCVBUF; the kernel doubles it); a 1 MiB "
+     "message then leaves in one sendmsg while the peer copies it out (0: the kernel's autotuning)"},
     {"TETHER_NODE_NAME", "auto", Kind::text,
      "This rank's node as the hybrid transport compares it (ranks with equal names use shared memory, "
      "others the network); auto: host name, boot id and network and pid namespaces"},
