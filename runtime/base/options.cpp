@@ -115,6 +115,11 @@ constexpr Option kOptions[] = {
     {"TETHER_TCP_SOCKET_BUFFER", "1M", Kind::size,
      "Send and receive buffer of each tcp-own socket (SO_SNDBUF, SO_RCVBUF; the kernel doubles it); a 1 MiB "
      "message then leaves in one sendmsg while the peer copies it out (0: the kernel's autotuning)"},
+    {"TETHER_TCP_CONGESTION", "auto", Kind::text,
+     "TCP congestion control of each tcp-own connection: auto (reno to a peer on this host, where BBR's "
+     "pacing only slows the kernel's copies; the system's algorithm to other hosts), system (the system's "
+     "everywhere), or an algorithm's name for every connection (/proc/sys/net/ipv4/"
+     "tcp_available_congestion_control lists them)"},
     {"TETHER_NODE_NAME", "auto", Kind::text,
      "This rank's node as the hybrid transport compares it (ranks with equal names use shared memory, "
      "others the network); auto: host name, boot id and network and pid namespaces"},

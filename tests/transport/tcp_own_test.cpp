@@ -4,6 +4,7 @@
 // corrupt nothing, and close only that connection.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -235,6 +236,74 @@ TEST(TcpOwnTest, SendToSelfArrives) {
   }
   ASSERT_TRUE(arrived);
   EXPECT_STREQ(landed, "mirror");
+}
+
+// The congestion control TETHER_TCP_CONGESTION should give a connection over lo: auto,
+// reno; system, the system's; a name, that one if the kernel has it and lets this process
+// pick it, else the system's.
+std::string first_line(const char* path) {
+  std::ifstream file(path);
+  std::string line;
+  std::getline(file, line);
+  return line;
+}
+
+bool listed(const std::string& names, const std::string& name) {
+  std::istringstream words(names);
+  for (std::string word; words >> word;)
+    if (word == name) return true;
+  return false;
+}
+
+std::string expected_congestion_over_lo() {
+  std::string setting(config::Config::global().text("TETHER_TCP_CONGESTION"));
+  std::string system = first_line("/proc/sys/net/ipv4/tcp_congestion_control");
+  if (setting == "auto") return "reno";
+  if (setting == "system") return system;
+  bool may_pick = ::geteuid() == 0 ? listed(first_line("/proc/sys/net/ipv4/tcp_available_congestion_control"), setting)
+                                   : listed(first_line("/proc/sys/net/ipv4/tcp_allowed_congestion_control"), setting);
+  return may_pick ? setting : system;
+}
+
+// Algorithms of this process's TCP sockets connected to or from `port` (network order).
+std::vector<std::string> congestion_of_connections(std::uint16_t port) {
+  std::vector<std::string> algorithms;
+  for (int fd = 0; fd < 4096; ++fd) {
+    sockaddr_in local{}, remote{};
+    socklen_t local_length = sizeof local, remote_length = sizeof remote;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_length) != 0 || local.sin_family != AF_INET ||
+        ::getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &remote_length) != 0)
+      continue;
+    if (local.sin_port != port && remote.sin_port != port) continue;
+    char name[32] = {};
+    socklen_t length = sizeof name;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &length) == 0) algorithms.emplace_back(name);
+  }
+  return algorithms;
+}
+
+// Both ends of a connection to this host carry the algorithm the setting names (the test
+// also runs under TETHER_TCP_CONGESTION=cubic, system and a name no kernel has: ctest).
+TEST(TcpOwnTest, AConnectionToThisHostGetsTheCongestionControlTheSettingNames) {
+  auto opened = transport::open_transport("tcp-own:lo");
+  ASSERT_TRUE(opened) << opened.error().message();
+  auto& endpoint = **opened;
+  auto self = endpoint.insert_peer(endpoint.address());
+  ASSERT_TRUE(self) << self.error().message();
+  char landed[8] = {};
+  ASSERT_EQ(endpoint.post_receive(landed, sizeof landed, nullptr, 5), Status::posted);
+  ASSERT_NE(endpoint.send(*self, "paced", 6, nullptr, 0), Status::error) << endpoint.last_error().message();
+  Completion completions[4];
+  bool arrived = false;
+  for (auto deadline = std::chrono::steady_clock::now() + 10s; !arrived && std::chrono::steady_clock::now() < deadline;) {
+    std::size_t count = endpoint.poll(completions);
+    for (std::size_t i = 0; i < count; ++i) arrived |= completions[i].kind == CompletionKind::receive;
+  }
+  ASSERT_TRUE(arrived);
+  EXPECT_STREQ(landed, "paced");
+  std::vector<std::string> algorithms = congestion_of_connections(wire_address(endpoint.address()).port);
+  ASSERT_EQ(algorithms.size(), 2U) << "the dialled and the accepted end of the connection to itself";
+  for (const std::string& algorithm : algorithms) EXPECT_EQ(algorithm, expected_congestion_over_lo());
 }
 
 // A listening socket whose accept queue is full: the kernel drops further SYNs, so a

@@ -86,6 +86,7 @@ Connection* TcpTransport::connection_to(PeerIndex peer) noexcept {
     target.dead = true;  // it listened before it published the address: it is gone
     return fail_connect(peer, error);
   }
+  choose_congestion(fd, target.address.ipv4);
   Connection* connection = adopt(fd, LinkState::awaiting_reply, false);
   if (connection == nullptr) {
     (void)fail(Errc::out_of_memory, "no memory, or no file descriptor for epoll, for a new connection",

@@ -169,6 +169,7 @@ class TcpTransport final : public Transport {
 
   // Connections (tcp_connect.cpp).
   Connection* adopt(int fd, LinkState state, bool accepted) noexcept;
+  void choose_congestion(int fd, std::uint32_t remote_ipv4) noexcept;
   void accept_new() noexcept;
   void resolve(Connection& connection) noexcept;
   void take_hello(Connection& connection) noexcept;
@@ -232,6 +233,8 @@ class TcpTransport final : public Transport {
   std::vector<PendingOperation> pending_;
   std::vector<std::uint32_t> free_pending_;
   std::chrono::nanoseconds connect_timeout_{};  // TETHER_TCP_CONNECT_TIMEOUT
+  std::string congestion_;                      // TETHER_TCP_CONGESTION
+  bool congestion_refused_ = false;             // the kernel refused it once (warned)
   std::size_t dialing_ = 0;                      // connections whose connect is under way
   std::uint32_t polls_ = 0;
   bool closed_any_ = false;  // a connection was shut since the last sweep
