@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -23,6 +24,7 @@
 #include "runtime/base/config.hpp"
 #include "tests/transport/transport_support.hpp"
 #include "transport/tcp/copy_failure_injection.hpp"
+#include "transport/tcp/tcp_socket.hpp"
 #include "transport/tcp/tcp_wire.hpp"
 
 namespace tether::testing {
@@ -238,43 +240,37 @@ TEST(TcpOwnTest, SendToSelfArrives) {
   EXPECT_STREQ(landed, "mirror");
 }
 
-// The congestion control TETHER_TCP_CONGESTION should give a connection over lo: auto,
-// reno; system, the system's; a name, that one if the kernel has it and lets this process
-// pick it, else the system's.
-std::string first_line(const char* path) {
-  std::ifstream file(path);
-  std::string line;
-  std::getline(file, line);
-  return line;
-}
-
-bool listed(const std::string& names, const std::string& name) {
-  std::istringstream words(names);
-  for (std::string word; words >> word;)
-    if (word == name) return true;
-  return false;
-}
-
+// The congestion control TETHER_TCP_CONGESTION should give a connection over lo: auto (and
+// what cannot be a name: empty, over 15 characters), reno; system, the system's; a name,
+// that one if the kernel lets this process pick it (asked on a spare socket), else the
+// system's.
 std::string expected_congestion_over_lo() {
   std::string setting(config::Config::global().text("TETHER_TCP_CONGESTION"));
-  std::string system = first_line("/proc/sys/net/ipv4/tcp_congestion_control");
+  if (setting.empty() || setting.size() > 15) setting = "auto";
+  std::ifstream file("/proc/sys/net/ipv4/tcp_congestion_control");
+  std::string system;
+  std::getline(file, system);
   if (setting == "auto") return "reno";
   if (setting == "system") return system;
-  bool may_pick = ::geteuid() == 0 ? listed(first_line("/proc/sys/net/ipv4/tcp_available_congestion_control"), setting)
-                                   : listed(first_line("/proc/sys/net/ipv4/tcp_allowed_congestion_control"), setting);
+  int spare = ::socket(AF_INET, SOCK_STREAM, 0);
+  bool may_pick = ::setsockopt(spare, IPPROTO_TCP, TCP_CONGESTION, setting.data(), setting.size()) == 0;
+  ::close(spare);
   return may_pick ? setting : system;
 }
 
-// Algorithms of this process's TCP sockets connected to or from `port` (network order).
+// Algorithms of this process's TCP sockets between 127.0.0.1 and 127.0.0.1 at `port`
+// (network order) on either end.
 std::vector<std::string> congestion_of_connections(std::uint16_t port) {
   std::vector<std::string> algorithms;
-  for (int fd = 0; fd < 4096; ++fd) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    int fd = std::stoi(entry.path().filename().string());
     sockaddr_in local{}, remote{};
     socklen_t local_length = sizeof local, remote_length = sizeof remote;
     if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_length) != 0 || local.sin_family != AF_INET ||
         ::getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &remote_length) != 0)
       continue;
-    if (local.sin_port != port && remote.sin_port != port) continue;
+    bool on_lo = local.sin_addr.s_addr == htonl(INADDR_LOOPBACK) && remote.sin_addr.s_addr == htonl(INADDR_LOOPBACK);
+    if (!on_lo || (local.sin_port != port && remote.sin_port != port)) continue;
     char name[32] = {};
     socklen_t length = sizeof name;
     if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &length) == 0) algorithms.emplace_back(name);
@@ -282,8 +278,17 @@ std::vector<std::string> congestion_of_connections(std::uint16_t port) {
   return algorithms;
 }
 
+TEST(TcpOwnTest, APeerAtALoopbackAddressOrAtOurOwnIsOnThisHost) {
+  EXPECT_TRUE(transport::tcp::same_host(htonl(INADDR_LOOPBACK), htonl(0x0a000001)));
+  EXPECT_TRUE(transport::tcp::same_host(htonl(0x7f010203), htonl(0x0a000001)));  // 127.1.2.3
+  EXPECT_TRUE(transport::tcp::same_host(htonl(0x0a000001), htonl(0x0a000001)));
+  EXPECT_FALSE(transport::tcp::same_host(htonl(0x0a000002), htonl(0x0a000001)));
+  EXPECT_FALSE(transport::tcp::same_host(htonl(0x807f0001), htonl(0x0a000001)));  // 128.127.0.1
+}
+
 // Both ends of a connection to this host carry the algorithm the setting names (the test
-// also runs under TETHER_TCP_CONGESTION=cubic, system and a name no kernel has: ctest).
+// also runs under TETHER_TCP_CONGESTION=cubic, system, a name no kernel has and one too long
+// to be a name: ctest).
 TEST(TcpOwnTest, AConnectionToThisHostGetsTheCongestionControlTheSettingNames) {
   auto opened = transport::open_transport("tcp-own:lo");
   ASSERT_TRUE(opened) << opened.error().message();

@@ -73,6 +73,31 @@ std::uint64_t next_instance() {
   return now ^ (counter.fetch_add(1) << 48);
 }
 
+// The setting, or `auto` (with a warning) when it cannot be an algorithm's name.
+std::string congestion_setting(std::string_view setting) {
+  constexpr std::size_t kLongestName = 15;  // the kernel's TCP_CA_NAME_MAX, less the NUL
+  if (!setting.empty() && setting.size() <= kLongestName) return std::string(setting);
+  log::warn("transport", "tcp-own: TETHER_TCP_CONGESTION='{}' is not an algorithm's name (1-{} characters); using "
+            "auto. Set auto, system or a name from /proc/sys/net/ipv4/tcp_available_congestion_control",
+            setting, kLongestName);
+  return "auto";
+}
+
+// The kernel caps SO_SNDBUF and SO_RCVBUF at net.core.wmem_max and rmem_max (208 KiB on
+// stock kernels): say so once, with the fix, when TETHER_TCP_SOCKET_BUFFER was cut.
+void note_capped_buffers(int fd, int requested) {
+  static std::atomic<bool> noted{false};
+  int granted = 0;
+  socklen_t length = sizeof granted;
+  if (requested <= 0 || ::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &granted, &length) != 0) return;
+  if (granted >= 2 * static_cast<std::int64_t>(requested) || noted.exchange(true)) return;
+  auto asked = static_cast<std::uint64_t>(requested);
+  log::info("transport", "tcp-own: the kernel gave socket buffers of {} where TETHER_TCP_SOCKET_BUFFER={} asks {} "
+            "(it doubles the request, capped at net.core.wmem_max and rmem_max): raise those (sysctl) so a large "
+            "message leaves in one sendmsg", config::format_size(static_cast<std::uint64_t>(granted)),
+            config::format_size(asked), config::format_size(2 * asked));
+}
+
 }  // namespace
 
 // Seeded from 256 bits of the system's entropy: one key does not give away the others.
@@ -115,7 +140,7 @@ Expected<std::unique_ptr<Transport>> TcpTransport::open(const std::string& inter
   std::string wanted = interface.empty() ? std::string(config.text("TETHER_TCP_INTERFACE")) : interface;
   transport->connect_timeout_ = config.duration("TETHER_TCP_CONNECT_TIMEOUT");
   transport->socket_buffer_bytes_ = static_cast<int>(std::min<std::uint64_t>(config.size_bytes("TETHER_TCP_SOCKET_BUFFER"), 1U << 30));
-  transport->congestion_ = config.text("TETHER_TCP_CONGESTION");
+  transport->congestion_ = congestion_setting(config.text("TETHER_TCP_CONGESTION"));
   if (auto listening = transport->listen_on(wanted); !listening) return tl::unexpected(listening.error());
   Limits& limits = transport->limits_;
   limits.max_message_bytes = std::size_t{1} << 40;
@@ -144,6 +169,8 @@ Expected<void> TcpTransport::listen_on(const std::string& interface) {
       ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &bound_length) != 0)
     return make_error(Errc::transport, fmt::format("listening on {}: {}", dotted(ipv4), std::strerror(errno)),
                       "set TETHER_TCP_INTERFACE to an interface of this host that is up", errno);
+  if (loopback(ipv4)) choose_congestion(listen_fd_, ipv4);  // all peers local: accepted sockets inherit it
+  note_capped_buffers(listen_fd_, socket_buffer_bytes_);
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   epoll_event listening{EPOLLIN, {.ptr = nullptr}};
   if (epoll_fd_ < 0 || ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &listening) != 0)
@@ -225,12 +252,10 @@ void TcpTransport::accept_new() noexcept {
   }
 }
 
-// TETHER_TCP_CONGESTION. `auto` gives a connection to this host reno: BBR, the default on
-// some systems, paces segments at the rate it estimated, and over lo only the kernel's
-// copies limit the rate (a 2 MiB channel ping-pong took 372-495 us under bbr, 287-354
-// under reno or cubic). Other hosts keep the system's algorithm, as under `system`; a name
-// applies everywhere. A refusal (no such algorithm, or one an unprivileged process may not
-// pick) is logged once and the connection keeps the system's.
+// TETHER_TCP_CONGESTION: `auto` gives a connection to this host reno, where BBR's pacing
+// only slowed the kernel's copies (transport/tcp/README.md); other hosts keep the system's
+// algorithm, as under `system`; a name applies everywhere. A refusal is logged once and
+// the connection keeps the system's.
 void TcpTransport::choose_congestion(int fd, std::uint32_t remote_ipv4) noexcept {
   std::string_view name = congestion_;
   if (name == "system") return;

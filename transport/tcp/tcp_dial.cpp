@@ -20,22 +20,18 @@
 namespace tether::transport::tcp {
 namespace {
 
-// A non-blocking socket connecting to `target`: connected or in progress. -1 with errno
-// set when it failed at once.
-int start_connect(const WireAddress& target, int buffer_bytes) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  set_buffers(fd, buffer_bytes);
-  set_no_delay(fd);
+// Starts connecting `fd` (non-blocking) to `target`: connected or in progress. false with
+// errno set, and the socket closed, when it failed at once.
+bool start_connect(int fd, const WireAddress& target) {
   sockaddr_in remote{};
   remote.sin_family = AF_INET;
   remote.sin_addr.s_addr = target.ipv4;
   remote.sin_port = target.port;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) == 0 || errno == EINPROGRESS) return fd;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) == 0 || errno == EINPROGRESS) return true;
   int error = errno;
   ::close(fd);
   errno = error;
-  return -1;
+  return false;
 }
 
 // The hello into a fresh socket, which always has room for it; false with errno set.
@@ -80,13 +76,17 @@ Connection* TcpTransport::connection_to(PeerIndex peer) noexcept {
                "stop sending to that peer");
     return nullptr;
   }
-  int fd = start_connect(target.address, socket_buffer_bytes_);
-  if (fd < 0) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    set_buffers(fd, socket_buffer_bytes_);
+    set_no_delay(fd);
+    choose_congestion(fd, target.address.ipv4);  // before connect: the algorithm's set-up runs once
+  }
+  if (fd < 0 || !start_connect(fd, target.address)) {
     int error = errno;
     target.dead = true;  // it listened before it published the address: it is gone
     return fail_connect(peer, error);
   }
-  choose_congestion(fd, target.address.ipv4);
   Connection* connection = adopt(fd, LinkState::awaiting_reply, false);
   if (connection == nullptr) {
     (void)fail(Errc::out_of_memory, "no memory, or no file descriptor for epoll, for a new connection",

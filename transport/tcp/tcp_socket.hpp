@@ -31,10 +31,12 @@ inline std::string remote_of(int fd) {
   return dotted(remote.sin_addr.s_addr) + ":" + std::to_string(ntohs(remote.sin_port));
 }
 
+inline bool loopback(std::uint32_t ipv4) { return (ntohl(ipv4) >> 24) == 127; }
+
 // A peer at a loopback address or at this endpoint's own address is on this host: the
 // kernel carries the connection over lo.
 inline bool same_host(std::uint32_t remote_ipv4, std::uint32_t own_ipv4) {
-  return (ntohl(remote_ipv4) >> 24) == 127 || remote_ipv4 == own_ipv4;
+  return loopback(remote_ipv4) || remote_ipv4 == own_ipv4;
 }
 
 // TETHER_TCP_SOCKET_BUFFER, before connect or listen (the window scale is fixed then).
