@@ -213,6 +213,23 @@ TEST(TcpOwnTest, AHelloWithoutTheTokenOrAWriteWithAForgedKeyIsRefusedAndABrokenF
   expect_both_passed(outcome);
 }
 
+// Sends `text` (up to 7 characters) from `endpoint` to itself, the receive posted with
+// `context`; the receive's completion once it arrives (10 s at most), else nothing.
+std::optional<Completion> send_to_self(transport::Transport& endpoint, transport::PeerIndex self, const char* text,
+                                       char (&landed)[8], std::uint64_t context) {
+  if (endpoint.post_receive(landed, sizeof landed, nullptr, context) != Status::posted) return std::nullopt;
+  if (endpoint.send(self, text, std::strlen(text) + 1, nullptr, 0) == Status::error) return std::nullopt;
+  Completion completions[4];
+  for (auto deadline = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < deadline;) {
+    std::size_t count = endpoint.poll(completions);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (completions[i].kind == CompletionKind::error) return std::nullopt;
+      if (completions[i].kind == CompletionKind::receive) return completions[i];
+    }
+  }
+  return std::nullopt;
+}
+
 TEST(TcpOwnTest, SendToSelfArrives) {
   auto opened = transport::open_transport("tcp-own:lo");
   ASSERT_TRUE(opened) << opened.error().message();
@@ -220,23 +237,10 @@ TEST(TcpOwnTest, SendToSelfArrives) {
   auto self = endpoint.insert_peer(endpoint.address());
   ASSERT_TRUE(self) << self.error().message();
   char landed[8] = {};
-  ASSERT_EQ(endpoint.post_receive(landed, sizeof landed, nullptr, 3), Status::posted);
-  ASSERT_NE(endpoint.send(*self, "mirror", 7, nullptr, 0), Status::error) << endpoint.last_error().message();
-  Completion completions[4];
-  bool arrived = false;
-  auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!arrived && std::chrono::steady_clock::now() < deadline) {
-    std::size_t count = endpoint.poll(completions);
-    for (std::size_t i = 0; i < count; ++i) {
-      ASSERT_NE(completions[i].kind, CompletionKind::error) << completions[i].cause;
-      if (completions[i].kind == CompletionKind::receive) {
-        arrived = true;
-        EXPECT_EQ(completions[i].peer, *self);
-        EXPECT_EQ(completions[i].context, 3U);
-      }
-    }
-  }
-  ASSERT_TRUE(arrived);
+  auto received = send_to_self(endpoint, *self, "mirror", landed, 3);
+  ASSERT_TRUE(received) << endpoint.last_error().message();
+  EXPECT_EQ(received->peer, *self);
+  EXPECT_EQ(received->context, 3U);
   EXPECT_STREQ(landed, "mirror");
 }
 
@@ -296,15 +300,7 @@ TEST(TcpOwnTest, AConnectionToThisHostGetsTheCongestionControlTheSettingNames) {
   auto self = endpoint.insert_peer(endpoint.address());
   ASSERT_TRUE(self) << self.error().message();
   char landed[8] = {};
-  ASSERT_EQ(endpoint.post_receive(landed, sizeof landed, nullptr, 5), Status::posted);
-  ASSERT_NE(endpoint.send(*self, "paced", 6, nullptr, 0), Status::error) << endpoint.last_error().message();
-  Completion completions[4];
-  bool arrived = false;
-  for (auto deadline = std::chrono::steady_clock::now() + 10s; !arrived && std::chrono::steady_clock::now() < deadline;) {
-    std::size_t count = endpoint.poll(completions);
-    for (std::size_t i = 0; i < count; ++i) arrived |= completions[i].kind == CompletionKind::receive;
-  }
-  ASSERT_TRUE(arrived);
+  ASSERT_TRUE(send_to_self(endpoint, *self, "paced", landed, 5)) << endpoint.last_error().message();
   EXPECT_STREQ(landed, "paced");
   std::vector<std::string> algorithms = congestion_of_connections(wire_address(endpoint.address()).port);
   ASSERT_EQ(algorithms.size(), 2U) << "the dialled and the accepted end of the connection to itself";
