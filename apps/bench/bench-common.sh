@@ -13,3 +13,12 @@ bench_locate() {
     [ -x "$program" ] || { echo "$script: no $program: build first (cmake --build $build)"; exit 1; }
   done
 }
+
+# bench_tcp_congestion_note: one comment line naming each side's TCP congestion control
+# (tcp-own picks its own on connections to this host; Open MPI keeps the system's).
+bench_tcp_congestion_note() {
+  local system
+  system=$(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo unknown)
+  echo "# tcp congestion control: tether TETHER_TCP_CONGESTION=${TETHER_TCP_CONGESTION:-auto}" \
+    "(auto: reno on connections to this host), Open MPI the system's ($system)"
+}

@@ -122,6 +122,7 @@ echo "# tether channels vs Open MPI persistent requests, 2 ranks on $(hostname),
   "($(date -u +%Y-%m-%dT%H:%MZ))"
 echo "# ratio = tether channel / Open MPI persistent: latency lower is better, bandwidth higher is better"
 echo "# on-node: tether-run's default (shm-own); ofi-shm: TETHER_SHM_TRANSPORT=ofi; both against Open MPI on-node"
+bench_tcp_congestion_note
 printf '| %-7s | %-18s | %9s | %9s | %9s | %6s | %-34s | %-7s |\n' Path Figure channel isend "Open MPI" ratio \
   "bar (issue #6)" verdict
 echo "|---------|--------------------|-----------|-----------|-----------|--------|------------------------------------|---------|"

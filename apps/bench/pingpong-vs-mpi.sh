@@ -123,6 +123,7 @@ row() { printf '| %-7s | %-18s | %10s | %10s | %8s | %-22s |\n' "$1" "$2" "$3" "
 echo
 echo "# tether vs Open MPI, 2 ranks on $(hostname), best of $rounds rounds ($(date -u +%Y-%m-%dT%H:%MZ))"
 echo "# ratio = tether / Open MPI: latency lower is better, bandwidth higher is better"
+bench_tcp_congestion_note
 printf '| %-7s | %-18s | %10s | %10s | %8s | %-22s |\n' Path Figure tether "Open MPI" ratio "bar"
 echo "|---------|--------------------|------------|------------|----------|------------------------|"
 for path in shm tcp; do

@@ -113,8 +113,9 @@ constexpr Option kOptions[] = {
      "sent to it fails with peer_unreachable; the rank goes on polling meanwhile (0s: as long as the kernel "
      "retries, about two minutes)"},
     {"TETHER_TCP_SOCKET_BUFFER", "1M", Kind::size,
-     "Send and receive buffer of each tcp-own socket (SO_SNDBUF, SO_RCVBUF; the kernel doubles it); a 1 MiB "
-     "message then leaves in one sendmsg while the peer copies it out (0: the kernel's autotuning)"},
+     "Send and receive buffer of each tcp-own socket (SO_SNDBUF, SO_RCVBUF; the kernel doubles it, capped at "
+     "net.core.wmem_max and rmem_max); a 1 MiB message then leaves in one sendmsg while the peer copies it out "
+     "(0: the kernel's autotuning)"},
     {"TETHER_TCP_CONGESTION", "auto", Kind::text,
      "TCP congestion control of each tcp-own connection: auto (reno to a peer on this host, where BBR's "
      "pacing only slows the kernel's copies; the system's algorithm to other hosts), system (the system's "
