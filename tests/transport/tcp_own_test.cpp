@@ -230,16 +230,27 @@ std::optional<Completion> send_to_self(transport::Transport& endpoint, transport
   return std::nullopt;
 }
 
-TEST(TcpOwnTest, SendToSelfArrives) {
-  auto opened = transport::open_transport("tcp-own:lo");
-  ASSERT_TRUE(opened) << opened.error().message();
-  auto& endpoint = **opened;
-  auto self = endpoint.insert_peer(endpoint.address());
-  ASSERT_TRUE(self) << self.error().message();
+// A tcp-own endpoint on lo with itself inserted as a peer.
+class TcpOwnSelfTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto opened = transport::open_transport("tcp-own:lo");
+    ASSERT_TRUE(opened) << opened.error().message();
+    endpoint_ = std::move(*opened);
+    auto self = endpoint_->insert_peer(endpoint_->address());
+    ASSERT_TRUE(self) << self.error().message();
+    self_ = *self;
+  }
+
+  std::unique_ptr<transport::Transport> endpoint_;
+  transport::PeerIndex self_ = 0;
+};
+
+TEST_F(TcpOwnSelfTest, SendToSelfArrives) {
   char landed[8] = {};
-  auto received = send_to_self(endpoint, *self, "mirror", landed, 3);
-  ASSERT_TRUE(received) << endpoint.last_error().message();
-  EXPECT_EQ(received->peer, *self);
+  auto received = send_to_self(*endpoint_, self_, "mirror", landed, 3);
+  ASSERT_TRUE(received) << endpoint_->last_error().message();
+  EXPECT_EQ(received->peer, self_);
   EXPECT_EQ(received->context, 3U);
   EXPECT_STREQ(landed, "mirror");
 }
@@ -293,16 +304,11 @@ TEST(TcpOwnTest, APeerAtALoopbackAddressOrAtOurOwnIsOnThisHost) {
 // Both ends of a connection to this host carry the algorithm the setting names (the test
 // also runs under TETHER_TCP_CONGESTION=cubic, system, a name no kernel has and one too long
 // to be a name: ctest).
-TEST(TcpOwnTest, AConnectionToThisHostGetsTheCongestionControlTheSettingNames) {
-  auto opened = transport::open_transport("tcp-own:lo");
-  ASSERT_TRUE(opened) << opened.error().message();
-  auto& endpoint = **opened;
-  auto self = endpoint.insert_peer(endpoint.address());
-  ASSERT_TRUE(self) << self.error().message();
+TEST_F(TcpOwnSelfTest, AConnectionToThisHostGetsTheCongestionControlTheSettingNames) {
   char landed[8] = {};
-  ASSERT_TRUE(send_to_self(endpoint, *self, "paced", landed, 5)) << endpoint.last_error().message();
+  ASSERT_TRUE(send_to_self(*endpoint_, self_, "paced", landed, 5)) << endpoint_->last_error().message();
   EXPECT_STREQ(landed, "paced");
-  std::vector<std::string> algorithms = congestion_of_connections(wire_address(endpoint.address()).port);
+  std::vector<std::string> algorithms = congestion_of_connections(wire_address(endpoint_->address()).port);
   ASSERT_EQ(algorithms.size(), 2U) << "the dialled and the accepted end of the connection to itself";
   for (const std::string& algorithm : algorithms) EXPECT_EQ(algorithm, expected_congestion_over_lo());
 }
