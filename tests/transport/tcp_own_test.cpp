@@ -213,23 +213,6 @@ TEST(TcpOwnTest, AHelloWithoutTheTokenOrAWriteWithAForgedKeyIsRefusedAndABrokenF
   expect_both_passed(outcome);
 }
 
-// Sends `text` (up to 7 characters) from `endpoint` to itself, the receive posted with
-// `context`; the receive's completion once it arrives (10 s at most), else nothing.
-std::optional<Completion> send_to_self(transport::Transport& endpoint, transport::PeerIndex self, const char* text,
-                                       char (&landed)[8], std::uint64_t context) {
-  if (endpoint.post_receive(landed, sizeof landed, nullptr, context) != Status::posted) return std::nullopt;
-  if (endpoint.send(self, text, std::strlen(text) + 1, nullptr, 0) == Status::error) return std::nullopt;
-  Completion completions[4];
-  for (auto deadline = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < deadline;) {
-    std::size_t count = endpoint.poll(completions);
-    for (std::size_t i = 0; i < count; ++i) {
-      if (completions[i].kind == CompletionKind::error) return std::nullopt;
-      if (completions[i].kind == CompletionKind::receive) return completions[i];
-    }
-  }
-  return std::nullopt;
-}
-
 // A tcp-own endpoint on lo with itself inserted as a peer.
 class TcpOwnSelfTest : public ::testing::Test {
  protected:
@@ -242,16 +225,36 @@ class TcpOwnSelfTest : public ::testing::Test {
     self_ = *self;
   }
 
+  // Sends `text` (up to 7 characters) to itself, the receive posted with `context`, and
+  // polls until it arrives (10 s at most): `received` is the receive's completion. Call
+  // under ASSERT_NO_FATAL_FAILURE.
+  void send_to_self(const char* text, char (&landed)[8], std::uint64_t context, Completion& received) {
+    ASSERT_EQ(endpoint_->post_receive(landed, sizeof landed, nullptr, context), Status::posted);
+    ASSERT_NE(endpoint_->send(self_, text, std::strlen(text) + 1, nullptr, 0), Status::error)
+        << endpoint_->last_error().message();
+    Completion completions[4];
+    for (auto deadline = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < deadline;) {
+      std::size_t count = endpoint_->poll(completions);
+      for (std::size_t i = 0; i < count; ++i) {
+        ASSERT_NE(completions[i].kind, CompletionKind::error) << completions[i].cause;
+        if (completions[i].kind != CompletionKind::receive) continue;
+        received = completions[i];
+        return;
+      }
+    }
+    FAIL() << "the message to itself did not arrive within 10 s";
+  }
+
   std::unique_ptr<transport::Transport> endpoint_;
   transport::PeerIndex self_ = 0;
 };
 
 TEST_F(TcpOwnSelfTest, SendToSelfArrives) {
   char landed[8] = {};
-  auto received = send_to_self(*endpoint_, self_, "mirror", landed, 3);
-  ASSERT_TRUE(received) << endpoint_->last_error().message();
-  EXPECT_EQ(received->peer, self_);
-  EXPECT_EQ(received->context, 3U);
+  Completion received{};
+  ASSERT_NO_FATAL_FAILURE(send_to_self("mirror", landed, 3, received));
+  EXPECT_EQ(received.peer, self_);
+  EXPECT_EQ(received.context, 3U);
   EXPECT_STREQ(landed, "mirror");
 }
 
@@ -306,7 +309,8 @@ TEST(TcpOwnTest, APeerAtALoopbackAddressOrAtOurOwnIsOnThisHost) {
 // to be a name: ctest).
 TEST_F(TcpOwnSelfTest, AConnectionToThisHostGetsTheCongestionControlTheSettingNames) {
   char landed[8] = {};
-  ASSERT_TRUE(send_to_self(*endpoint_, self_, "paced", landed, 5)) << endpoint_->last_error().message();
+  Completion received{};
+  ASSERT_NO_FATAL_FAILURE(send_to_self("paced", landed, 5, received));
   EXPECT_STREQ(landed, "paced");
   std::vector<std::string> algorithms = congestion_of_connections(wire_address(endpoint_->address()).port);
   ASSERT_EQ(algorithms.size(), 2U) << "the dialled and the accepted end of the connection to itself";
