@@ -79,6 +79,14 @@ const char* ordered_landing_refusal(Role role, const ChannelShape& shape, const 
   return direct_landing_refusal(shape, receive, notification.slot, notification.value);
 }
 
+const char* carried_credit_refusal(Role role, int channel_peer, int from, const SendProgress& send,
+                                   std::uint64_t released) noexcept {
+  if (role != Role::send) return "credits carried for a receive channel";
+  if (channel_peer != from) return "credits carried for a channel to another rank";
+  if (released > send.started - send.credited) return "more credits carried than messages started";
+  return nullptr;
+}
+
 const char* credit_refusal(Role role, const SendProgress& send, std::uint32_t credits) noexcept {
   if (role != Role::send) return "a credit for a receive channel";
   if (credits == 0 || credits > send.started - send.credited) return "more credits than messages in flight";

@@ -82,11 +82,15 @@ Status ChannelRegistry::take_landed(ChannelState& channel, std::span<const std::
   set_waiting(channel, receive.complete[position] == 0 && channel.phase != Phase::failed);
   if (channel.phase == Phase::failed) return failed(channel);
   if (receive.complete[position] == 0) {
+    if (channel.direct_credit != nullptr && receive.unreported > 0) return_credits(channel);
     // Credits by message wait for a data message to carry them, but not while this side
     // waits: the sender may be waiting for them.
     if (channel.inline_max > 0 && receive.unreported > 0) return_credits(channel);
     return Status::posted;
   }
+  // Credits stored directly wait for a store to carry them only until the next message is
+  // asked for (a receiver that answers nothing: a stream).
+  if (channel.direct_credit != nullptr && receive.unreported > 0) return_credits(channel);
   message = {channel.buffer_at(receive.landing_slot[position]), receive.landed_bytes[position]};
   ++receive.delivered;
   return Status::done;
@@ -102,7 +106,7 @@ void ChannelRegistry::check_flag(ChannelState& channel, std::uint32_t position) 
   auto length = static_cast<std::uint32_t>(flag);
   std::uint64_t slot_word = std::atomic_ref(*landing_slot_at(channel.flags, position)).load(std::memory_order_relaxed);
   if ((slot_word & kSlotWritten) == 0) return;  // no direct store: an all-zero line at a sequence wrap
-  std::uint64_t slot = slot_word & ~(kSlotWritten | kSlotInline);
+  std::uint64_t slot = slot_word & kSlotMask;
   bool in_flag_line = (slot_word & kSlotInline) != 0;
   if (const char* refusal = direct_landing_refusal(channel.shape, receive, slot, length, in_flag_line)) {
     (void)fail_channel(channel, Errc::invalid_argument,
@@ -119,6 +123,28 @@ void ChannelRegistry::check_flag(ChannelState& channel, std::uint32_t position) 
   receive.landed_bytes[position] = length;
   receive.complete[position] = 1;
   engine_.heard_from(channel.shape.peer);
+  take_carried_credits(channel.shape.peer, slot_word);
+}
+
+// Credits for a send channel of this side that rank `from` carried in a flag line.
+void ChannelRegistry::take_carried_credits(int from, std::uint64_t slot_word) noexcept {
+  CarriedCredits carried = carried_credits(slot_word);
+  if (carried.channel_id == 0) return;
+  ChannelState* sender = find(carried.channel_id);
+  if (sender == nullptr || sender->closed) return reject("credits carried for no open channel", slot_word);
+  std::uint64_t released = carried_released(sender->send.credit_word_seen, carried.released_low);
+  if (const char* refusal = carried_credit_refusal(sender->role, sender->shape.peer, from, sender->send, released))
+    return reject(refusal, slot_word);
+  sender->send.credit_word_seen = released;
+}
+
+// Whether this side made a direct store to the channel's peer since the channel's last
+// release (counted per rank by store_direct).
+bool ChannelRegistry::answered_since_last_release(ChannelState& channel) noexcept {
+  std::uint64_t stores = direct_stores_to_[static_cast<std::size_t>(channel.shape.peer)];
+  bool answered = stores != channel.receive.stores_at_last_release;
+  channel.receive.stores_at_last_release = stores;
+  return answered;
 }
 
 bool ChannelRegistry::arrived(ChannelState& channel, std::uint32_t partition) noexcept {
@@ -144,13 +170,24 @@ Status ChannelRegistry::release(ChannelState& channel) noexcept {
   ++receive.released;
   ++receive.unreported;
   if (channel.phase == Phase::failed) return Status::done;
-  std::uint32_t batch = credit_batch_ > 0 ? credit_batch_ : std::max<std::uint32_t>(1, channel.shape.slots / 4);
-  // Credits by message, by default: more than half the slots at once; fewer ride on data
-  // to that rank or go ahead of a write to it, or go when this side waits for its next message.
-  if (channel.inline_max > 0 && credit_batch_ == 0) batch = channel.shape.slots / 2 + 1;
-  if (channel.self || channel.direct_credit != nullptr || receive.unreported >= std::min(batch, channel.shape.slots)) return_credits(channel);
+  if (credits_go_now(channel)) return_credits(channel);
   else owe_credits(channel);
   return Status::done;
+}
+
+// Credits by message or direct store, by default: more than half the slots at once; fewer
+// ride on data to that rank (a direct store's flag line) or go ahead of a write to it, or
+// go when this side asks for its next message. Other credits go in batches of a quarter of
+// the slots (TETHER_CHANNEL_CREDIT_BATCH). A credit stored directly waits for a store to
+// carry it only where this side stored to that rank since its last release (it answers
+// what it receives); in a stream it goes at once, as the sender may be waiting for it.
+bool ChannelRegistry::credits_go_now(ChannelState& channel) noexcept {
+  if (channel.self) return true;
+  if (channel.direct_credit != nullptr && !answered_since_last_release(channel)) return true;
+  std::uint32_t batch = credit_batch_ > 0 ? credit_batch_ : std::max<std::uint32_t>(1, channel.shape.slots / 4);
+  bool carried = channel.inline_max > 0 || channel.direct_credit != nullptr;
+  if (carried && credit_batch_ == 0) batch = channel.shape.slots / 2 + 1;
+  return channel.receive.unreported >= std::min(batch, channel.shape.slots);
 }
 
 void ChannelRegistry::return_credits(ChannelState& channel) noexcept {
@@ -160,6 +197,7 @@ void ChannelRegistry::return_credits(ChannelState& channel) noexcept {
   if (channel.direct_credit != nullptr) {
     std::atomic_ref(*channel.direct_credit).store(receive.released, std::memory_order_release);
     receive.unreported = 0;
+    ++stats_.credit_stores;
     return;
   }
   if (channel.self) {

@@ -33,7 +33,8 @@ ChannelRegistry& ChannelRegistry::of(Runtime& runtime) {
   return made;
 }
 
-ChannelRegistry::ChannelRegistry(messaging::Engine& engine) : engine_(engine) {
+ChannelRegistry::ChannelRegistry(messaging::Engine& engine)
+    : engine_(engine), direct_stores_to_(static_cast<std::size_t>(engine.size()), 0) {
   const auto& config = config::Config::global();
   credit_batch_ = static_cast<std::uint32_t>(std::max<std::int64_t>(0, config.integer("TETHER_CHANNEL_CREDIT_BATCH")));
   connect_timeout_ = config.duration("TETHER_CHANNEL_CONNECT_TIMEOUT");

@@ -92,11 +92,16 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   void record_landing(ChannelState& channel, const Notification& notification) noexcept;
   void record_ordered_landing(ChannelState& channel, const Notification& notification) noexcept;
   void check_flag(ChannelState& channel, std::uint32_t slot) noexcept;
+  void take_carried_credits(int from, std::uint64_t slot_word) noexcept;
   Status take_landed(ChannelState& channel, std::span<const std::byte>& message) noexcept;
   bool valid_landing(const ChannelState& channel, const Notification& notification) noexcept;
   void take_credit(ChannelState& channel, std::uint32_t credits) noexcept;
   void return_credits(ChannelState& channel) noexcept;
   void owe_credits(ChannelState& channel) noexcept;
+  [[nodiscard]] bool credits_go_now(ChannelState& channel) noexcept;
+  [[nodiscard]] bool answered_since_last_release(ChannelState& channel) noexcept;
+  // The slot-word bits carrying one receive channel's credits owed to `rank` (0: none owed).
+  std::uint64_t carry_owed_credits(int rank) noexcept;
 
   // channel_messages.cpp: small messages and credits as sends (inline_max)
   [[nodiscard]] std::uint32_t inline_limit(const ChannelState& channel) const noexcept;
@@ -123,7 +128,10 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   messaging::Engine& engine_;
   // index = id - 1; ids are never reused; grows under the progress lock.
   std::vector<std::unique_ptr<ChannelState>> channels_;
-  std::vector<ChannelState*> owing_credits_;  // receive channels whose credit write met back-pressure
+  // Receive channels owing credits: waiting for a message or direct store to carry them,
+  // or whose credit write met back-pressure.
+  std::vector<ChannelState*> owing_credits_;
+  std::vector<std::uint64_t> direct_stores_to_;  // by rank: direct stores made to it so far
   std::unique_ptr<RegistrationCache> user_cache_;  // user buffers, over the transport's registrar
   std::uint64_t progress_passes_ = 0;
   std::uint32_t credit_batch_ = 0;                 // 0: a quarter of the slots

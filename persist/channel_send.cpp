@@ -81,7 +81,8 @@ Status ChannelRegistry::start_locked(ChannelState& channel, std::size_t bytes) n
 
 // Credits as the receiver's word says now (credit notifications are in `credited`).
 std::uint64_t ChannelRegistry::credits_of(ChannelState& channel) noexcept {
-  channel.send.credit_word_seen = std::atomic_ref(*channel.credit_word).load(std::memory_order_acquire);
+  std::uint64_t word = std::atomic_ref(*channel.credit_word).load(std::memory_order_acquire);
+  channel.send.credit_word_seen = std::max(channel.send.credit_word_seen, word);  // a flag line may have brought more
   return known_credits(channel);
 }
 
@@ -153,7 +154,8 @@ Status ChannelRegistry::store_direct(ChannelState& channel, std::size_t bytes) n
   std::uint32_t slot = next_free_slot(channel, in_flag_line ? known_credits(channel) : credits_of(channel));
   take_slot(channel, send.started, slot);
   auto position = static_cast<std::uint32_t>(send.started % channel.shape.slots);
-  std::uint64_t slot_word = kSlotWritten | slot;
+  std::uint64_t slot_word = kSlotWritten | slot | carry_owed_credits(channel.shape.peer);
+  ++direct_stores_to_[static_cast<std::size_t>(channel.shape.peer)];
   if (in_flag_line) {
     std::memcpy(inline_payload_at(channel.direct_flags, position), channel.buffer_at(0), bytes);
     slot_word |= kSlotInline;
@@ -235,6 +237,26 @@ Status ChannelRegistry::copy_to_self(ChannelState& channel, std::uint64_t sequen
   ++stats_.data_writes;
   land(*target, {target->id, slot, value});
   return Status::done;
+}
+
+// One receive channel owing `rank` credits stored directly has them carried in the flag
+// line of this direct store to it; any other stores its credit word now, ahead of the line.
+std::uint64_t ChannelRegistry::carry_owed_credits(int rank) noexcept {
+  std::uint64_t carried = 0;
+  for (ChannelState* owing : owing_credits_) {
+    ReceiveProgress& receive = owing->receive;
+    if (owing->direct_credit == nullptr || owing->shape.peer != rank || receive.unreported == 0 || owing->closed ||
+        owing->phase != Phase::ready)
+      continue;
+    if (carried != 0) {
+      return_credits(*owing);
+      continue;
+    }
+    carried = carry_bits(owing->peer_channel_id, receive.released);
+    receive.unreported = 0;
+    ++stats_.piggybacked_credits;
+  }
+  return carried;
 }
 
 // Progresses only when something is still on its way.

@@ -22,8 +22,9 @@ enum class LandingOrder : std::uint8_t { by_position = 0, by_arrival = 1 };
 
 inline constexpr std::uint16_t kHelloMagic = 0x7e43;  // "te" + channel
 // 2: accepts_message_bytes; 3: direct stores name their slot; 4: landing_order;
-// 5: direct stores of up to kFlagInlineBytes travel in their flag line
-inline constexpr std::uint8_t kHelloVersion = 5;
+// 5: direct stores of up to kFlagInlineBytes travel in their flag line;
+// 6: a flag line may carry credits of a send channel of its reader
+inline constexpr std::uint8_t kHelloVersion = 6;
 
 // The one handshake message each side sends when its channel is created. Append fields,
 // never reorder.
@@ -51,7 +52,8 @@ static_assert(sizeof(ChannelHello) == 104);
 // completion. A message of at most kFlagInlineBytes travels in words 2-7 of that line
 // instead (word 1 also carries kSlotInline) and the receiver copies it into the slot: one
 // cache line crosses, not two. Credits: the receiver stores its cumulative released count
-// into the sender's credit word.
+// into the sender's credit word, or carries it in the flag line of its next direct store
+// to that rank (below).
 inline constexpr std::size_t kFlagStride = 64;
 inline constexpr std::size_t kCreditLineBytes = 64;
 // Room before each send buffer for a channel message's header (messaging::kChannelHeaderBytes).
@@ -67,15 +69,42 @@ static_assert(kFlagInlineBytes == kFlagLineMessageBytes);
 [[nodiscard]] inline std::byte* inline_payload_at(std::byte* flags, std::uint32_t position) noexcept {
   return reinterpret_cast<std::byte*>(flag_at(flags, position) + 2);
 }
-// Word 1 holds kSlotWritten | slot: a flag line no direct store wrote (all zero) never
-// passes for one, even when the 32-bit sequence in word 0 wraps to 0.
+// Word 1 holds kSlotWritten | slot (bits 0-11): a flag line no direct store wrote (all
+// zero) never passes for one, even when the 32-bit sequence in word 0 wraps to 0.
+inline constexpr std::uint64_t kSlotMask = 0xfff;
 inline constexpr std::uint64_t kSlotWritten = std::uint64_t{1} << 32;
 inline constexpr std::uint64_t kSlotInline = std::uint64_t{1} << 33;
+static_assert(kMaxChannelSlots <= kSlotMask);
+// Word 1 may also carry credits for a send channel of the line's reader: that channel's
+// id (bits 12-30; 0: none) and the cumulative released count of the writer's receive
+// channel from it, modulo 2^30 (bits 34-63). A reply (ping-pong, halo exchange) so brings
+// the credit in the line its reader fetches anyway: no credit word crosses, and no lock
+// waits for one.
+struct CarriedCredits {
+  std::uint32_t channel_id = 0;    // the reader's send channel; 0: nothing carried
+  std::uint32_t released_low = 0;  // released count modulo kCarriedCountModulus
+};
+inline constexpr unsigned kCarriedIdShift = 12;
+inline constexpr unsigned kCarriedCountShift = 34;
+inline constexpr std::uint64_t kCarriedCountModulus = std::uint64_t{1} << 30;
+[[nodiscard]] constexpr std::uint64_t carry_bits(std::uint32_t channel_id, std::uint64_t released) noexcept {
+  return std::uint64_t{channel_id} << kCarriedIdShift | (released % kCarriedCountModulus) << kCarriedCountShift;
+}
+[[nodiscard]] constexpr CarriedCredits carried_credits(std::uint64_t slot_word) noexcept {
+  return {static_cast<std::uint32_t>((slot_word >> kCarriedIdShift) & ((1U << 19) - 1)),
+          static_cast<std::uint32_t>((slot_word >> kCarriedCountShift) % kCarriedCountModulus)};
+}
+// The released count the carried bits stand for, given `known` (never less: the count only
+// grows, and a sender is never 2^30 messages ahead of what it knows).
+[[nodiscard]] constexpr std::uint64_t carried_released(std::uint64_t known, std::uint32_t released_low) noexcept {
+  return known + ((released_low - known) % kCarriedCountModulus);
+}
 
 // Notification of a channel write: bit 63 set | target channel id (19 bits) | slot (12
 // bits) | value (32 bits). Slot kCreditSlot: `value` credits for a send channel;
 // otherwise a message in `slot`: value = its length, or its partition index.
 inline constexpr std::uint32_t kMaxChannelId = (1U << 19) - 1;
+static_assert(carried_credits(carry_bits(kMaxChannelId, 0)).channel_id == kMaxChannelId);
 inline constexpr std::uint32_t kCreditSlot = 0xfff;
 
 struct Notification {
@@ -104,8 +133,9 @@ struct OperationContext {
 struct SendProgress {
   std::uint64_t started = 0;           // messages started
   std::uint64_t credited = 0;          // messages whose slot the receiver gave back
-  // The credit word as last read: start() reads the word (a cache line the receiver
-  // writes) again only when this leaves no credit.
+  // The receiver's released count as last learned, from the credit word (start() reads
+  // that line, which the receiver writes, again only when this leaves no credit) or
+  // carried in a flag line.
   std::uint64_t credit_word_seen = 0;
   std::uint64_t writes_in_flight = 0;  // posted, not yet write_done
   std::vector<std::uint32_t> buffer_writes;  // writes in flight per local buffer
@@ -143,6 +173,7 @@ struct ReceiveProgress {
   std::uint64_t released = 0;     // of those, given back
   std::uint64_t unreported = 0;   // released, credit not yet written
   std::uint64_t owed_since_pass = 0;  // the registry's progress pass when unreported left 0
+  std::uint64_t stores_at_last_release = 0;  // direct stores to the peer (registry's count) then
   bool credit_message_busy = false;   // the credit message (in credit_word's line) is on its way
   std::uint32_t credits_in_message = 0;  // what it carries, owed again if it fails
 };
@@ -260,6 +291,10 @@ struct ChannelState {
                                                   const Notification& notification) noexcept;
 // Why `credits` returned to a channel are refused, or nullptr to accept them.
 [[nodiscard]] const char* credit_refusal(Role role, const SendProgress& send, std::uint32_t credits) noexcept;
+// Why a released count `released` carried in a flag line from rank `from` for a channel
+// of `role` to rank `channel_peer` is refused, or nullptr to accept it.
+[[nodiscard]] const char* carried_credit_refusal(Role role, int channel_peer, int from, const SendProgress& send,
+                                                 std::uint64_t released) noexcept;
 
 // For messages: "sender" or "receiver"; a shape as text.
 [[nodiscard]] const char* side(Role role) noexcept;

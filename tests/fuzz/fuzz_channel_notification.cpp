@@ -2,8 +2,9 @@
 // (landing_refusal, credit_refusal) against a model of one receive and one send channel
 // that applies what is accepted the way the registry does. Input: the shape, messages the
 // sender started, whether landings are ordered (the sender picks slots), then 64-bit
-// notifications. A slot is never filled twice before its release, lengths stay within the
-// slot, credits never exceed what was sent.
+// notifications, each also read as a direct store's slot word carrying credits
+// (carried_credit_refusal). A slot is never filled twice before its release, lengths stay
+// within the slot, credits never exceed what was sent, carried credits never go back.
 #include <vector>
 
 #include "persist/channel_state.hpp"
@@ -87,7 +88,25 @@ void release_some(Model& model, std::uint64_t bits) {
               model.shape.partitions, 0);
 }
 
+// The bits as a direct store's slot word, the send channel's peer rank 0 and the top bit
+// the writer's rank: credits it carries are taken only from that peer, within what was
+// started, and never lower what the sender knew.
+void carry(Model& model, std::uint64_t bits) {
+  CarriedCredits carried = carried_credits(bits);
+  FUZZ_ASSERT(carried.channel_id <= kMaxChannelId && carried.released_low < kCarriedCountModulus);
+  FUZZ_ASSERT(carried.channel_id == ((bits >> kCarriedIdShift) & kMaxChannelId));
+  std::uint64_t released = carried_released(model.send.credit_word_seen, carried.released_low);
+  FUZZ_ASSERT(released >= model.send.credit_word_seen && released % kCarriedCountModulus == carried.released_low);
+  int from = static_cast<int>(bits >> 63);
+  FUZZ_ASSERT(carried_credit_refusal(Role::receive, 0, 0, model.send, released) != nullptr);
+  if (carried_credit_refusal(Role::send, 0, from, model.send, released) != nullptr) return;
+  FUZZ_ASSERT(from == 0);
+  model.send.credit_word_seen = released;
+  FUZZ_ASSERT(model.send.credited + model.send.credit_word_seen <= model.send.started);
+}
+
 void apply(Model& model, std::uint64_t bits) {
+  carry(model, bits);
   Notification notification = decode_notification(bits);
   FUZZ_ASSERT(encode(notification) == (bits | (std::uint64_t{1} << 63)));
   FUZZ_ASSERT(notification.channel_id <= kMaxChannelId && notification.slot <= kCreditSlot);

@@ -96,7 +96,7 @@ std::vector<Case> tether_run_cases() {
 #endif
     cases.push_back({"integrity", 2, transport, many_messages});
     for (std::string scenario : {"duplex", "large", "slow-receiver", "partitioned", "no-overhead", "user-buffers", "self",
-                                 "mismatch", "bad-input", "close-in-flight", "user-slots"})
+                                 "mismatch", "bad-input", "close-in-flight", "user-slots", "reply-credits"})
       cases.push_back({scenario, 2, transport, scenario == "no-overhead" ? kNoOverheadMessages : ""});
     cases.push_back({"many", 3, transport, ""});
     // Six ranks share this machine's two CPUs: a few thousand messages per writer.
@@ -148,6 +148,23 @@ TEST(PersistSlotsTest, TheSenderPicksTheSlotReleasedLastWhereDeliveryIsOrdered) 
             << transport << "\n" << outcome.output;
       }
     }
+  }
+}
+
+// On shm-own's direct path an answer carries the credit of the message it answers in its
+// flag line: all but one on each side (rank 1's first release comes before it ever
+// answered; rank 0's last has no message after it), so at most one credit word is stored.
+TEST(PersistCreditsTest, AnAnswerCarriesTheCreditOfTheMessageItAnswers) {
+  auto outcome = tether::testing::run(
+      {TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "reply-credits", "5000"},
+      transport_environment("shm"), 90s);
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  for (int rank : {0, 1}) {
+    std::smatch found;
+    std::regex line(fmt::format("rank {}: 5000 answers checked; (\\d+) credits carried by answers, (\\d+) credit words", rank));
+    ASSERT_TRUE(std::regex_search(outcome.output, found, line)) << outcome.output;
+    EXPECT_GE(std::stoull(found[1].str()), 4999U) << outcome.output;
+    EXPECT_LE(std::stoull(found[2].str()), 1U) << outcome.output;
   }
 }
 

@@ -55,7 +55,8 @@ struct ChannelStats {
   std::uint64_t data_messages = 0;       // messages sent as one send from the buffer (small
                                          // messages where sends beat writes; no copy)
   std::uint64_t credit_messages = 0;     // messages returning credits alone
-  std::uint64_t piggybacked_credits = 0; // credit returns that rode on a data message
+  std::uint64_t piggybacked_credits = 0; // credit returns that rode on a data message (or, on
+                                         // shm-own, in a direct store's flag line)
   std::uint64_t send_copies = 0;         // memcpy on a send path (channels to self only)
   std::uint64_t rejected_notifications = 0;  // malformed or unexpected, dropped and logged
   std::uint64_t late_notifications = 0;      // for channels closed since, dropped
@@ -68,6 +69,8 @@ struct ChannelStats {
                                          // and sends over tcp-own), not by turn
   std::uint64_t warm_slot_waits = 0;     // direct stores too large for slots rotating in L2 that
                                          // first waited (briefly) for the slot the last message took
+  std::uint64_t credit_stores = 0;       // stores of the released count into the sender's
+                                         // mapped credit word (shm-own), when none rode on a store
 };
 [[nodiscard]] ChannelStats channel_stats(Runtime& runtime);
 
