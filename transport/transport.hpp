@@ -196,6 +196,10 @@ class Transport {
   // completion and uses no posted receive. The reader must not call the transport.
   // nullptr (the default) stops it; other transports ignore it.
   virtual void read_messages_in_place(MessageReader* reader) noexcept { message_reader_ = reader; }
+  // Offers the reader only the oldest message from `peer`, if one is ready: true when the
+  // reader took it. A waiter that can only be answered by that peer looks there without a
+  // whole poll(). Transports that hold no messages in place answer false.
+  [[nodiscard]] virtual bool offer_message_from(PeerIndex) noexcept { return false; }
 
   // Why the last post call returned Status::error.
   [[nodiscard]] const Error& last_error() const noexcept { return last_error_; }

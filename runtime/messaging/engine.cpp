@@ -360,11 +360,13 @@ Status Engine::wait(Request& request, MessageInfo* info) noexcept {
            slot->generation.load(std::memory_order_relaxed) == request.generation;
   };
   base::YieldCountdown countdown;
+  std::uint32_t looks = 0;
   for (;;) {
     std::unique_lock lock(progress_mutex_, std::try_to_lock);
     if (lock.owns_lock()) {
+      transport::PeerIndex answerer = sole_answerer(slot);
       while (waiting() && countdown.left() > 0) {
-        progress_locked();
+        look_or_progress(answerer, ++looks);
         countdown.spend();
       }
     } else {
@@ -377,6 +379,22 @@ Status Engine::wait(Request& request, MessageInfo* info) noexcept {
     if (lock.owns_lock()) lock.unlock();
     countdown.yield_if_due();
   }
+}
+
+// The transport peer whose next message only can finish `slot`: the receive is the oldest
+// posted one and names its source, so its message is that source's next (pairs keep their
+// order); kUnknownPeer otherwise. Progress lock held.
+transport::PeerIndex Engine::sole_answerer(const RequestSlot* slot) const noexcept {
+  if (slot->kind != RequestKind::receive || slot->peer < 0 || slot->peer == rank_ || !posted_.first_is(slot))
+    return transport::kUnknownPeer;
+  return peers_[static_cast<std::size_t>(slot->peer)].transport_peer;
+}
+
+void Engine::look_or_progress(transport::PeerIndex answerer, std::uint32_t looks) noexcept {
+  if (answerer == transport::kUnknownPeer || looks % kLooksPerPass == 0) return progress_locked();
+  if (!transport_->offer_message_from(answerer)) return;
+  auto taken = messages_taken_waiting_.load(std::memory_order_relaxed);  // one writer: no locked add
+  messages_taken_waiting_.store(taken + 1, std::memory_order_relaxed);
 }
 
 void Engine::progress() noexcept {

@@ -173,6 +173,11 @@ class Engine {
   [[nodiscard]] std::uint64_t messages_read_in_place() const noexcept {
     return messages_read_in_place_.load(std::memory_order_relaxed);
   }
+  // Of those, the ones a waiting receive took from its only possible sender's ring, without
+  // a whole progress pass (Transport::offer_message_from).
+  [[nodiscard]] std::uint64_t messages_taken_waiting() const noexcept {
+    return messages_taken_waiting_.load(std::memory_order_relaxed);
+  }
 
  private:
   // Offers the engine each message the transport can hand over in place.
@@ -202,6 +207,14 @@ class Engine {
   // `locked`: the caller holds the progress lock.
   Status finish_test(RequestSlot* slot, Request& request, MessageInfo* info, bool locked = false) noexcept;
   Status refuse_failed(const RequestSlot* slot, Errc error) noexcept;
+  // A wait for a receive only one peer can answer looks at that peer's next message in
+  // place (Transport::offer_message_from) and makes a whole progress pass every
+  // kLooksPerPass-th look: other peers, credits, liveness and queued starts still move.
+  static constexpr std::uint32_t kLooksPerPass = 8;
+  [[nodiscard]] transport::PeerIndex sole_answerer(const RequestSlot* slot) const noexcept;
+  // One look of a waiting loop: at `answerer`'s next message when it may be the one, else a
+  // whole progress pass. Progress lock held.
+  void look_or_progress(transport::PeerIndex answerer, std::uint32_t looks) noexcept;
 
   // Peer liveness: probes and TETHER_PEER_TIMEOUT (engine_liveness.cpp).
   using Clock = std::chrono::steady_clock;
@@ -361,6 +374,7 @@ class Engine {
   std::size_t bounces_in_flight_ = 0;  // posted sends whose completion has not come back
   std::atomic<std::uint64_t> messages_sent_{0};
   std::atomic<std::uint64_t> messages_read_in_place_{0};  // written under the progress lock only
+  std::atomic<std::uint64_t> messages_taken_waiting_{0};  // likewise
   InPlaceReader in_place_reader_{*this};
   std::unique_ptr<ChannelEvents> channel_events_;
   std::unique_ptr<RegistrationCache> user_cache_;  // user buffers of rendezvous, over the transport

@@ -62,6 +62,7 @@ class PostedReceives {
     (slot->posted_next != nullptr ? slot->posted_next->posted_prev : tail_) = slot->posted_prev;
     slot->posted_next = slot->posted_prev = nullptr;
   }
+  [[nodiscard]] bool first_is(const RequestSlot* slot) const noexcept { return head_ == slot; }
   [[nodiscard]] bool contains(const RequestSlot* slot) const noexcept {
     return slot->posted_prev != nullptr || head_ == slot;
   }

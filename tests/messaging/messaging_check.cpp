@@ -236,6 +236,44 @@ void read_in_place(Runtime& runtime) {
   CHECK(posted_after == 0, "{} messages that came before their receives were read in place", posted_after);
 }
 
+// A receive waited on that names its source and is the oldest posted one can only be
+// finished by that source's next message: on shm-own the wait takes it from that ring
+// without a whole progress pass (`messages_taken_waiting` counts). Ranks 0 and 1 answer
+// each other's messages; every message is checked.
+void waited_in_place(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  constexpr int kRounds = 2000;
+  int peer = 1 - runtime.rank();
+  std::uint64_t before = runtime.engine().messages_taken_waiting();
+  int damaged = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    std::size_t bytes = in_place_bytes(round);
+    std::vector<std::byte> out(bytes), in(8192);
+    auto sent = fill(out.data(), bytes, 1000 * runtime.rank() + static_cast<std::uint64_t>(round));
+    Request send, receive;
+    auto exchange_send = [&] {
+      CHECK(runtime.isend(out.data(), bytes, peer, kInPlaceTag, send) != Status::error, "send {}", round);
+      wait_ok(runtime, send);
+    };
+    if (runtime.rank() == 0) exchange_send();
+    CHECK(runtime.irecv(in.data(), in.size(), peer, kInPlaceTag, receive) != Status::error, "recv {}", round);
+    MessageInfo info;
+    wait_ok(runtime, receive, &info);
+    std::vector<std::byte> expected(bytes);
+    auto want = fill(expected.data(), bytes, 1000 * static_cast<std::uint64_t>(peer) + static_cast<std::uint64_t>(round));
+    damaged += info.received_bytes != bytes || checksum(in.data(), bytes) != want;
+    if (runtime.rank() == 1) exchange_send();
+    (void)sent;
+  }
+  CHECK(damaged == 0, "{} of {} answers differ from what was sent", damaged, kRounds);
+  std::uint64_t taken = runtime.engine().messages_taken_waiting() - before;
+  if (reads_in_place(runtime))
+    CHECK(taken >= kRounds / 2, "waits took {} of {} messages from their sender's ring", taken, kRounds);
+  else
+    CHECK(taken == 0, "{} messages taken waiting over {}", taken, runtime.engine().transport().name());
+  fmt::print("rank {}: {} of {} messages taken by the waiting receive\n", runtime.rank(), taken, kRounds);
+}
+
 // Any-source and any-tag receives see every message exactly once.
 void wildcards(Runtime& runtime) {
   if (runtime.rank() == 0) {
@@ -547,6 +585,7 @@ int main(int argc, char** argv) {
   std::map<std::string_view, std::function<void(Runtime&)>> scenarios = {
       {"sizes", [](Runtime& r) { sizes(r, false); }}, {"sizes-pool", [](Runtime& r) { sizes(r, true); }},
       {"ordering", ordering}, {"sends-at-start", sends_at_start}, {"read-in-place", read_in_place},
+      {"waited-in-place", waited_in_place},
       {"wildcards", wildcards}, {"truncation", truncation}, {"many", many},
       {"bad-input", bad_input}, {"peer-death", peer_death}, {"pressure", pressure},
       {"memlock-refused", memlock_refused}, {"threads", threads}, {"libfabric-mapped", libfabric_mapped}};

@@ -144,6 +144,7 @@ std::vector<Case> all_cases() {
     cases.push_back({"many", 3, transport, "put"});
     cases.push_back({"bad-input", 2, transport, "put"});
     cases.push_back({"read-in-place", 2, transport, "put"});
+    cases.push_back({"waited-in-place", 2, transport, "put"});
   }
   for (std::string protocol : {"put", "get"}) {
     cases.push_back({"sizes", 4, "hybrid", protocol});
@@ -153,6 +154,7 @@ std::vector<Case> all_cases() {
   cases.push_back({"many", 6, "tcp", "put"});  // 5 connections a rank: tcp-own polls them through epoll
   cases.push_back({"wildcards", 4, "hybrid", "put"});
   cases.push_back({"read-in-place", 2, "hybrid", "put"});  // hybrid hands its shm-own a reader too
+  cases.push_back({"waited-in-place", 2, "hybrid", "put"});  // and routes offers to it
   return cases;
 }
 

@@ -1,6 +1,7 @@
 // shm-own only: a ring whose entry was corrupted in shared memory is reported and
 // ignored from then on, never followed, and the receiver keeps working; payload that
-// looks like a later entry's sequence is never taken for one.
+// looks like a later entry's sequence is never taken for one; offer_message_from hands
+// the reader one peer's next message and leaves what the reader declines to poll().
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -34,6 +35,63 @@ MailboxHeader* map_mailbox(std::span<const std::byte> address) {
   void* mapped = ::mmap(nullptr, mailbox_bytes(header.ring_count), PROT_READ | PROT_WRITE, MAP_SHARED, local, 0);
   ::close(local);
   return mapped == MAP_FAILED ? nullptr : static_cast<MailboxHeader*>(mapped);
+}
+
+// Takes messages in place while `accept` is set, and keeps what it took.
+class KeepingReader final : public transport::MessageReader {
+ public:
+  bool accept = true;
+  std::vector<std::string> taken;
+  [[nodiscard]] bool take(std::span<const std::byte> message) noexcept override {
+    if (!accept) return false;
+    taken.emplace_back(reinterpret_cast<const char*>(message.data()), message.size());
+    return true;
+  }
+};
+
+TEST(ShmOwnTest, OfferingOnePeersNextMessageTakesExactlyThatOrLeavesItForPoll) {
+  auto receiver = [&](const ControlChannel& control) {
+    ConnectedEndpoint endpoint("shm-own", control);
+    ASSERT_TRUE(endpoint.ok());
+    KeepingReader reader;
+    endpoint->read_messages_in_place(&reader);
+    EXPECT_FALSE(endpoint->offer_message_from(endpoint.peer())) << "an offer before the peer sent anything";
+    control.send_value(1);         // send two messages
+    (void)control.receive_value();  // sent (not the endpoint's read: it would poll them away)
+    EXPECT_FALSE(endpoint->offer_message_from(endpoint.peer() + 7)) << "an offer from a peer never inserted";
+    ASSERT_TRUE(endpoint->offer_message_from(endpoint.peer()));
+    ASSERT_TRUE(endpoint->offer_message_from(endpoint.peer()));
+    EXPECT_FALSE(endpoint->offer_message_from(endpoint.peer())) << "a third message nobody sent";
+    EXPECT_EQ(reader.taken, (std::vector<std::string>{std::string("first", 6), std::string("second", 7)}));
+    reader.accept = false;
+    char buffer[64] = {};
+    ASSERT_EQ(endpoint->post_receive(buffer, sizeof buffer, nullptr, 5), Status::posted);
+    control.send_value(2);         // send one more
+    (void)control.receive_value();  // sent
+    EXPECT_FALSE(endpoint->offer_message_from(endpoint.peer())) << "the reader declined it";
+    Completion left = endpoint.wait(CompletionKind::receive);
+    ASSERT_EQ(left.kind, CompletionKind::receive) << "the declined message did not stay for poll()";
+    EXPECT_EQ(left.context, 5U);
+    EXPECT_STREQ(buffer, "third");
+    endpoint->read_messages_in_place(nullptr);
+  };
+  auto sender = [&](const ControlChannel& control) {
+    ConnectedEndpoint endpoint("shm-own", control);
+    ASSERT_TRUE(endpoint.ok());
+    auto send = [&](const char* text) {
+      ASSERT_EQ(endpoint.post([&] { return endpoint->send(endpoint.peer(), text, std::strlen(text) + 1, nullptr, 0); }),
+                Status::done);
+    };
+    (void)endpoint.receive_value(control);
+    send("first");
+    send("second");
+    control.send_value(1);
+    (void)endpoint.receive_value(control);
+    send("third");
+    control.send_value(2);
+  };
+  auto outcome = run_pair(receiver, sender, std::chrono::seconds(60));
+  expect_both_passed(outcome);
 }
 
 TEST(ShmOwnTest, CorruptedRingEntryIsReportedAndNeverFollowed) {

@@ -78,6 +78,12 @@ std::byte* HybridTransport::map_remote(PeerIndex peer, const RemoteBuffer& remot
   return backend(route).map_remote(to, remote, length);
 }
 
+bool HybridTransport::offer_message_from(PeerIndex peer) noexcept {
+  if (peer >= routes_.size()) return false;
+  auto [route, from] = routes_[peer];
+  return backend(route).offer_message_from(from);
+}
+
 std::size_t HybridTransport::poll_backend(Route route, std::span<Completion> out) noexcept {
   std::size_t count = backend(route).poll(out);
   const auto& rename = hybrid_peer_of_[static_cast<std::size_t>(route)];

@@ -78,6 +78,7 @@ class HybridTransport final : public Transport {
   void read_messages_in_place(MessageReader* reader) noexcept override {
     for (auto& backend : backends_) backend->read_messages_in_place(reader);
   }
+  [[nodiscard]] bool offer_message_from(PeerIndex peer) noexcept override;
 
   [[nodiscard]] Expected<void> attach_pool() override;
   void detach_pool() noexcept override;

@@ -69,6 +69,7 @@ class ShmTransport final : public Transport {
   [[nodiscard]] std::byte* map_remote(PeerIndex peer, const RemoteBuffer& remote, std::size_t length) noexcept override;
   [[nodiscard]] bool maps_peer_pool(PeerIndex peer) const noexcept override { return peer < peers_.size(); }
   [[nodiscard]] std::size_t poll(std::span<Completion> out) noexcept override;
+  [[nodiscard]] bool offer_message_from(PeerIndex peer) noexcept override;
   // Peers map whole arenas (a key names the memfd): a key is never narrower than one.
   [[nodiscard]] bool checks_remote_keys() const noexcept override { return false; }
 
@@ -94,7 +95,7 @@ class ShmTransport final : public Transport {
   enum class Taken : std::uint8_t { nothing, completion, in_place };
   // The ring's oldest entry if it is ready, else nullptr (checked on every poll: kept small);
   // `head` is its index, read once.
-  RingEntry* ready_entry(Ring& ring, std::uint32_t index, std::uint64_t& head) noexcept;
+  [[gnu::always_inline]] inline RingEntry* ready_entry(Ring& ring, std::uint32_t index, std::uint64_t& head) noexcept;
   Taken take_entry(Ring& ring, std::uint32_t index, std::uint64_t head, RingEntry& entry,
                    Completion& completion) noexcept;
   [[gnu::cold]] void report_corrupt_cell(Ring& ring, std::uint32_t index, std::uint64_t head,
@@ -104,6 +105,8 @@ class ShmTransport final : public Transport {
   static void release_cells(Ring& ring, std::uint64_t head, std::uint32_t cells, std::uint16_t flags) noexcept;
   void ignore_corrupt_ring(Ring& ring, std::uint32_t index, std::uint64_t head, std::string_view what) noexcept;
   PeerIndex peer_of_ring(std::uint32_t index) noexcept;
+  static constexpr std::uint32_t kNoRing = 0xffffffffU;
+  [[gnu::cold]] std::uint32_t find_ring_of_peer(PeerIndex peer) noexcept;
 
   struct PostedReceive {
     void* buffer;
@@ -121,6 +124,7 @@ class ShmTransport final : public Transport {
   std::deque<PostedReceive> receives_;
   std::deque<Completion> local_completions_;
   std::vector<PeerIndex> ring_peers_;      // by ring index, resolved from owner pids
+  std::vector<std::uint32_t> peer_rings_;  // by peer: the ring it claimed here, once known
   std::vector<std::uint8_t> ring_broken_;  // a ring whose indices made no sense: ignored
   std::uint32_t next_ring_ = 0;            // where the next poll starts (fairness)
 };
