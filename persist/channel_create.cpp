@@ -263,6 +263,7 @@ void ChannelRegistry::map_direct(ChannelState& channel) noexcept {
   if (channel.role == Role::receive) {
     channel.direct_credit = reinterpret_cast<std::uint64_t*>(
         transport.map_remote(channel.transport_peer, channel.peer_landing, sizeof(std::uint64_t)));
+    channel.receive.stores_at_last_release = direct_stores_to_[static_cast<std::size_t>(shape.peer)];
     return;
   }
   if (shape.partitions != 1) return;

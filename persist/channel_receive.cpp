@@ -49,6 +49,29 @@ void ChannelRegistry::record_ordered_landing(ChannelState& channel, const Notifi
   receive.complete[position] = 1;
 }
 
+// Credits rank `peer` carried for this side's send channels in flag lines that landed but
+// were not read yet: a side that reads its acknowledgements after a burst of sends would
+// otherwise wait for ever for credits sitting in its own memory. Looked at only when a
+// send channel to that rank finds no credit; carried counts only grow, so a line looked at
+// twice changes nothing.
+void ChannelRegistry::take_unread_carried_credits(int peer) noexcept {
+  for (auto& owned : channels_) {
+    ChannelState& channel = *owned;
+    if (channel.role != Role::receive || channel.shape.peer != peer || channel.flags == nullptr ||
+        channel.shape.partitions != 1)
+      continue;
+    for (std::uint64_t sequence = channel.receive.delivered;
+         sequence < channel.receive.delivered + channel.shape.slots; ++sequence) {
+      auto position = static_cast<std::uint32_t>(sequence % channel.shape.slots);
+      std::uint64_t flag = std::atomic_ref(*flag_at(channel.flags, position)).load(std::memory_order_acquire);
+      if ((flag >> 32) != ((sequence + 1) & 0xffffffffU)) break;  // not landed (yet)
+      std::uint64_t slot_word = std::atomic_ref(*landing_slot_at(channel.flags, position)).load(std::memory_order_relaxed);
+      if ((slot_word & kSlotWritten) == 0 || (slot_word & kSlotUnusedBit) != 0) break;
+      take_carried_credits(peer, slot_word);
+    }
+  }
+}
+
 void ChannelRegistry::take_credit(ChannelState& channel, std::uint32_t credits) noexcept {
   if (const char* refusal = credit_refusal(channel.role, channel.send, credits))
     return reject(refusal, encode({channel.id, kCreditSlot, credits}));
@@ -81,16 +104,15 @@ Status ChannelRegistry::take_landed(ChannelState& channel, std::span<const std::
   if (receive.complete[position] == 0) check_flag(channel, position);
   set_waiting(channel, receive.complete[position] == 0 && channel.phase != Phase::failed);
   if (channel.phase == Phase::failed) return failed(channel);
+  // Credits stored directly wait for a store to carry them only until the next message is
+  // asked for (a receiver that answers nothing: a stream).
+  if (channel.direct_credit != nullptr && receive.unreported > 0) return_credits(channel);
   if (receive.complete[position] == 0) {
-    if (channel.direct_credit != nullptr && receive.unreported > 0) return_credits(channel);
     // Credits by message wait for a data message to carry them, but not while this side
     // waits: the sender may be waiting for them.
     if (channel.inline_max > 0 && receive.unreported > 0) return_credits(channel);
     return Status::posted;
   }
-  // Credits stored directly wait for a store to carry them only until the next message is
-  // asked for (a receiver that answers nothing: a stream).
-  if (channel.direct_credit != nullptr && receive.unreported > 0) return_credits(channel);
   message = {channel.buffer_at(receive.landing_slot[position]), receive.landed_bytes[position]};
   ++receive.delivered;
   return Status::done;
@@ -108,7 +130,10 @@ void ChannelRegistry::check_flag(ChannelState& channel, std::uint32_t position) 
   if ((slot_word & kSlotWritten) == 0) return;  // no direct store: an all-zero line at a sequence wrap
   std::uint64_t slot = slot_word & kSlotMask;
   bool in_flag_line = (slot_word & kSlotInline) != 0;
-  if (const char* refusal = direct_landing_refusal(channel.shape, receive, slot, length, in_flag_line)) {
+  const char* refusal = (slot_word & kSlotUnusedBit) != 0
+                            ? "word 1 sets a bit no layout uses"
+                            : direct_landing_refusal(channel.shape, receive, slot, length, in_flag_line);
+  if (refusal != nullptr) {
     (void)fail_channel(channel, Errc::invalid_argument,
                        fmt::format("the flag of message {} names slot {} and {} bytes: {}", receive.delivered, slot,
                                    length, refusal),
@@ -138,15 +163,6 @@ void ChannelRegistry::take_carried_credits(int from, std::uint64_t slot_word) no
   sender->send.credit_word_seen = released;
 }
 
-// Whether this side made a direct store to the channel's peer since the channel's last
-// release (counted per rank by store_direct).
-bool ChannelRegistry::answered_since_last_release(ChannelState& channel) noexcept {
-  std::uint64_t stores = direct_stores_to_[static_cast<std::size_t>(channel.shape.peer)];
-  bool answered = stores != channel.receive.stores_at_last_release;
-  channel.receive.stores_at_last_release = stores;
-  return answered;
-}
-
 bool ChannelRegistry::arrived(ChannelState& channel, std::uint32_t partition) noexcept {
   engine_.progress();
   std::lock_guard lock(engine_.progress_mutex());
@@ -170,7 +186,10 @@ Status ChannelRegistry::release(ChannelState& channel) noexcept {
   ++receive.released;
   ++receive.unreported;
   if (channel.phase == Phase::failed) return Status::done;
-  if (credits_go_now(channel)) return_credits(channel);
+  std::uint64_t stores = direct_stores_to_[static_cast<std::size_t>(channel.shape.peer)];
+  bool answered = stores != receive.stores_at_last_release;  // this side stored to the peer since
+  receive.stores_at_last_release = stores;
+  if (credits_go_now(channel, answered)) return_credits(channel);
   else owe_credits(channel);
   return Status::done;
 }
@@ -179,11 +198,11 @@ Status ChannelRegistry::release(ChannelState& channel) noexcept {
 // ride on data to that rank (a direct store's flag line) or go ahead of a write to it, or
 // go when this side asks for its next message. Other credits go in batches of a quarter of
 // the slots (TETHER_CHANNEL_CREDIT_BATCH). A credit stored directly waits for a store to
-// carry it only where this side stored to that rank since its last release (it answers
-// what it receives); in a stream it goes at once, as the sender may be waiting for it.
-bool ChannelRegistry::credits_go_now(ChannelState& channel) noexcept {
+// carry it only where this side `answered`: stored to that rank since its last release; in
+// a stream it goes at once, as the sender may be waiting for it.
+bool ChannelRegistry::credits_go_now(const ChannelState& channel, bool answered) const noexcept {
   if (channel.self) return true;
-  if (channel.direct_credit != nullptr && !answered_since_last_release(channel)) return true;
+  if (channel.direct_credit != nullptr && !answered) return true;
   std::uint32_t batch = credit_batch_ > 0 ? credit_batch_ : std::max<std::uint32_t>(1, channel.shape.slots / 4);
   bool carried = channel.inline_max > 0 || channel.direct_credit != nullptr;
   if (carried && credit_batch_ == 0) batch = channel.shape.slots / 2 + 1;

@@ -171,7 +171,6 @@ void ChannelRegistry::on_notification(const transport::Completion& completion) n
 // Credits below the batch wait a few passes for company, then go anyway: a sender
 // waiting for them must never wait for ever.
 void ChannelRegistry::on_progress() noexcept {
-  constexpr std::uint64_t kPassesBeforeFlush = 16;
   ++progress_passes_;
   // In place: this runs on every progress pass and must not allocate.
   std::erase_if(owing_credits_, [this](ChannelState* channel) {

@@ -98,8 +98,10 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   void take_credit(ChannelState& channel, std::uint32_t credits) noexcept;
   void return_credits(ChannelState& channel) noexcept;
   void owe_credits(ChannelState& channel) noexcept;
-  [[nodiscard]] bool credits_go_now(ChannelState& channel) noexcept;
-  [[nodiscard]] bool answered_since_last_release(ChannelState& channel) noexcept;
+  [[nodiscard]] bool credits_go_now(const ChannelState& channel, bool answered) const noexcept;
+  void take_unread_carried_credits(int peer) noexcept;
+  // Owed credits are returned after this many progress passes without a carrier.
+  static constexpr std::uint64_t kPassesBeforeFlush = 16;
   // The slot-word bits carrying one receive channel's credits owed to `rank` (0: none owed).
   std::uint64_t carry_owed_credits(int rank) noexcept;
 

@@ -61,6 +61,10 @@ Status ChannelRegistry::start_locked(ChannelState& channel, std::size_t bytes) n
   // every slot is the receiver's, as far as this side knew and after a fresh look
   bool no_credit =
       send.started - known_credits(channel) >= shape.slots && send.started - credits_of(channel) >= shape.slots;
+  if (no_credit) {  // credits may wait in lines from that rank not read yet (late acknowledgements)
+    take_unread_carried_credits(shape.peer);
+    no_credit = send.started - known_credits(channel) >= shape.slots;
+  }
   set_waiting(channel, no_credit);
   if (no_credit) return Status::retry;
   if (send.buffer_writes[channel.next_send_buffer()] > 0) return Status::retry;

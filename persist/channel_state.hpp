@@ -69,17 +69,21 @@ static_assert(kFlagInlineBytes == kFlagLineMessageBytes);
 [[nodiscard]] inline std::byte* inline_payload_at(std::byte* flags, std::uint32_t position) noexcept {
   return reinterpret_cast<std::byte*>(flag_at(flags, position) + 2);
 }
+inline constexpr std::uint32_t kMaxChannelId = (1U << 19) - 1;  // notifications and flag lines carry 19 bits
+
 // Word 1 holds kSlotWritten | slot (bits 0-11): a flag line no direct store wrote (all
 // zero) never passes for one, even when the 32-bit sequence in word 0 wraps to 0.
 inline constexpr std::uint64_t kSlotMask = 0xfff;
 inline constexpr std::uint64_t kSlotWritten = std::uint64_t{1} << 32;
 inline constexpr std::uint64_t kSlotInline = std::uint64_t{1} << 33;
+inline constexpr std::uint64_t kSlotUnusedBit = std::uint64_t{1} << 31;  // set: a broken line
 static_assert(kMaxChannelSlots <= kSlotMask);
 // Word 1 may also carry credits for a send channel of the line's reader: that channel's
 // id (bits 12-30; 0: none) and the cumulative released count of the writer's receive
 // channel from it, modulo 2^30 (bits 34-63). A reply (ping-pong, halo exchange) so brings
 // the credit in the line its reader fetches anyway: no credit word crosses, and no lock
-// waits for one.
+// waits for one. A send channel that finds no credit also looks at the lines from that
+// rank not read yet (acknowledgements read after a burst of sends).
 struct CarriedCredits {
   std::uint32_t channel_id = 0;    // the reader's send channel; 0: nothing carried
   std::uint32_t released_low = 0;  // released count modulo kCarriedCountModulus
@@ -91,19 +95,20 @@ inline constexpr std::uint64_t kCarriedCountModulus = std::uint64_t{1} << 30;
   return std::uint64_t{channel_id} << kCarriedIdShift | (released % kCarriedCountModulus) << kCarriedCountShift;
 }
 [[nodiscard]] constexpr CarriedCredits carried_credits(std::uint64_t slot_word) noexcept {
-  return {static_cast<std::uint32_t>((slot_word >> kCarriedIdShift) & ((1U << 19) - 1)),
+  return {static_cast<std::uint32_t>((slot_word >> kCarriedIdShift) & kMaxChannelId),
           static_cast<std::uint32_t>((slot_word >> kCarriedCountShift) % kCarriedCountModulus)};
 }
-// The released count the carried bits stand for, given `known` (never less: the count only
-// grows, and a sender is never 2^30 messages ahead of what it knows).
+// The released count the carried bits stand for, given `known`. A count at or below it (a
+// line read after a fresher credit word, or lines of two channels read out of order) gives
+// `known` back: the count only grows, and a sender is never 2^29 messages ahead of it.
 [[nodiscard]] constexpr std::uint64_t carried_released(std::uint64_t known, std::uint32_t released_low) noexcept {
-  return known + ((released_low - known) % kCarriedCountModulus);
+  std::uint64_t ahead = (released_low - known) % kCarriedCountModulus;
+  return ahead < kCarriedCountModulus / 2 ? known + ahead : known;
 }
 
 // Notification of a channel write: bit 63 set | target channel id (19 bits) | slot (12
 // bits) | value (32 bits). Slot kCreditSlot: `value` credits for a send channel;
 // otherwise a message in `slot`: value = its length, or its partition index.
-inline constexpr std::uint32_t kMaxChannelId = (1U << 19) - 1;
 static_assert(carried_credits(carry_bits(kMaxChannelId, 0)).channel_id == kMaxChannelId);
 inline constexpr std::uint32_t kCreditSlot = 0xfff;
 

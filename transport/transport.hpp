@@ -196,10 +196,11 @@ class Transport {
   // completion and uses no posted receive. The reader must not call the transport.
   // nullptr (the default) stops it; other transports ignore it.
   virtual void read_messages_in_place(MessageReader* reader) noexcept { message_reader_ = reader; }
-  // Offers the reader only the oldest message from `peer`, if one is ready: true when the
-  // reader took it. A waiter that can only be answered by that peer looks there without a
-  // whole poll(). Transports that hold no messages in place answer false.
+  // Offers the reader only the oldest message from `peer`, if one is ready (passing over a
+  // ring's padding): true when the reader took it. A waiter that only that peer can answer
+  // looks there without a whole poll(). Only where offers_messages_of(peer) is true.
   [[nodiscard]] virtual bool offer_message_from(PeerIndex) noexcept { return false; }
+  [[nodiscard]] virtual bool offers_messages_of(PeerIndex) const noexcept { return false; }
 
   // Why the last post call returned Status::error.
   [[nodiscard]] const Error& last_error() const noexcept { return last_error_; }

@@ -40,6 +40,8 @@ class YieldCountdown {
 
   // Polls left before the next look (a caller may spend them in a burst).
   [[nodiscard]] unsigned left() const noexcept { return left_; }
+  // Every poll yields: ranks outnumber the CPUs (TETHER_YIELD).
+  [[nodiscard]] bool yields_every_poll() const noexcept { return per_yield_ == 1; }
   void spend() noexcept { --left_; }
   // Once the polls are spent: yields, or sleeps if this wait has spun long; counts again.
   void yield_if_due() noexcept {

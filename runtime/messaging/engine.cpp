@@ -167,6 +167,7 @@ Expected<transport::PeerIndex> Engine::resolve(int peer_rank) {
   auto inserted = transport_->insert_peer(*address);
   if (!inserted) return inserted;
   peer.transport_peer = *inserted;
+  peer.offers_in_place = transport_->offers_messages_of(*inserted);
   adopt_limits(peer_rank, *limits);
   log::info("runtime", "rank {} reaches rank {} over {}", rank_, peer_rank, transport_->peer_transport_name(*inserted));
   return *inserted;
@@ -364,9 +365,8 @@ Status Engine::wait(Request& request, MessageInfo* info) noexcept {
   for (;;) {
     std::unique_lock lock(progress_mutex_, std::try_to_lock);
     if (lock.owns_lock()) {
-      transport::PeerIndex answerer = sole_answerer(slot);
       while (waiting() && countdown.left() > 0) {
-        look_or_progress(answerer, ++looks);
+        look_or_progress(countdown.yields_every_poll() ? nullptr : slot, ++looks);
         countdown.spend();
       }
     } else {
@@ -381,16 +381,22 @@ Status Engine::wait(Request& request, MessageInfo* info) noexcept {
   }
 }
 
-// The transport peer whose next message only can finish `slot`: the receive is the oldest
-// posted one and names its source, so its message is that source's next (pairs keep their
-// order); kUnknownPeer otherwise. Progress lock held.
+// The transport peer whose messages alone can finish `slot`, where the transport holds
+// them in place: the receive is the oldest posted one and names its source (pairs keep
+// their order, so that source's next message goes to it or to a later receive it matches
+// better); kUnknownPeer otherwise. Progress lock held.
 transport::PeerIndex Engine::sole_answerer(const RequestSlot* slot) const noexcept {
-  if (slot->kind != RequestKind::receive || slot->peer < 0 || slot->peer == rank_ || !posted_.first_is(slot))
+  if (slot == nullptr || slot->kind != RequestKind::receive || slot->peer < 0 || slot->peer == rank_ ||
+      !posted_.first_is(slot))
     return transport::kUnknownPeer;
-  return peers_[static_cast<std::size_t>(slot->peer)].transport_peer;
+  const PeerState& peer = peers_[static_cast<std::size_t>(slot->peer)];
+  return peer.offers_in_place ? peer.transport_peer : transport::kUnknownPeer;
 }
 
-void Engine::look_or_progress(transport::PeerIndex answerer, std::uint32_t looks) noexcept {
+// Looks are for a waiter that spins: one that yields on every poll (more ranks than CPUs)
+// gains nothing from them, and makes a whole pass each time.
+void Engine::look_or_progress(const RequestSlot* slot, std::uint32_t looks) noexcept {
+  transport::PeerIndex answerer = sole_answerer(slot);
   if (answerer == transport::kUnknownPeer || looks % kLooksPerPass == 0) return progress_locked();
   if (!transport_->offer_message_from(answerer)) return;
   auto taken = messages_taken_waiting_.load(std::memory_order_relaxed);  // one writer: no locked add

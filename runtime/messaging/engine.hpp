@@ -87,6 +87,7 @@ struct HeldMessage {
 
 struct PeerState {
   transport::PeerIndex transport_peer = transport::kUnknownPeer;
+  bool offers_in_place = false;  // the transport holds its messages in place (offer_message_from)
   std::uint32_t next_send_sequence = 0;
   std::uint32_t next_receive_sequence = 0;
   std::map<std::uint32_t, HeldMessage> held;  // out-of-order arrivals by sequence
@@ -173,8 +174,8 @@ class Engine {
   [[nodiscard]] std::uint64_t messages_read_in_place() const noexcept {
     return messages_read_in_place_.load(std::memory_order_relaxed);
   }
-  // Of those, the ones a waiting receive took from its only possible sender's ring, without
-  // a whole progress pass (Transport::offer_message_from).
+  // Of those, the ones a wait's look took from the ring of the one rank its receive waits
+  // on, without a whole progress pass (Transport::offer_message_from).
   [[nodiscard]] std::uint64_t messages_taken_waiting() const noexcept {
     return messages_taken_waiting_.load(std::memory_order_relaxed);
   }
@@ -209,12 +210,13 @@ class Engine {
   Status refuse_failed(const RequestSlot* slot, Errc error) noexcept;
   // A wait for a receive only one peer can answer looks at that peer's next message in
   // place (Transport::offer_message_from) and makes a whole progress pass every
-  // kLooksPerPass-th look: other peers, credits, liveness and queued starts still move.
+  // kLooksPerPass-th look: other peers, credits, rendezvous, liveness and queued starts
+  // still move.
   static constexpr std::uint32_t kLooksPerPass = 8;
   [[nodiscard]] transport::PeerIndex sole_answerer(const RequestSlot* slot) const noexcept;
-  // One look of a waiting loop: at `answerer`'s next message when it may be the one, else a
-  // whole progress pass. Progress lock held.
-  void look_or_progress(transport::PeerIndex answerer, std::uint32_t looks) noexcept;
+  // One look of a waiting loop: at the next message of the peer that alone can finish
+  // `slot` (nullptr: none), else a whole progress pass. Progress lock held.
+  void look_or_progress(const RequestSlot* slot, std::uint32_t looks) noexcept;
 
   // Peer liveness: probes and TETHER_PEER_TIMEOUT (engine_liveness.cpp).
   using Clock = std::chrono::steady_clock;

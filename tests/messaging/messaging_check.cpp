@@ -237,8 +237,8 @@ void read_in_place(Runtime& runtime) {
 }
 
 // A receive waited on that names its source and is the oldest posted one can only be
-// finished by that source's next message: on shm-own the wait takes it from that ring
-// without a whole progress pass (`messages_taken_waiting` counts). Ranks 0 and 1 answer
+// finished by a message of that source: on shm-own the wait looks at that ring alone
+// between whole progress passes (`messages_taken_waiting` counts what the looks took). Ranks 0 and 1 answer
 // each other's messages; every message is checked.
 void waited_in_place(Runtime& runtime) {
   if (runtime.rank() > 1) return;
@@ -249,7 +249,8 @@ void waited_in_place(Runtime& runtime) {
   for (int round = 0; round < kRounds; ++round) {
     std::size_t bytes = in_place_bytes(round);
     std::vector<std::byte> out(bytes), in(8192);
-    auto sent = fill(out.data(), bytes, 1000 * runtime.rank() + static_cast<std::uint64_t>(round));
+    auto me = static_cast<std::uint64_t>(runtime.rank());
+    (void)fill(out.data(), bytes, 1000 * me + static_cast<std::uint64_t>(round));
     Request send, receive;
     auto exchange_send = [&] {
       CHECK(runtime.isend(out.data(), bytes, peer, kInPlaceTag, send) != Status::error, "send {}", round);
@@ -260,10 +261,9 @@ void waited_in_place(Runtime& runtime) {
     MessageInfo info;
     wait_ok(runtime, receive, &info);
     std::vector<std::byte> expected(bytes);
-    auto want = fill(expected.data(), bytes, 1000 * static_cast<std::uint64_t>(peer) + static_cast<std::uint64_t>(round));
+    auto want = fill(expected.data(), bytes, 1000 * (1 - me) + static_cast<std::uint64_t>(round));
     damaged += info.received_bytes != bytes || checksum(in.data(), bytes) != want;
     if (runtime.rank() == 1) exchange_send();
-    (void)sent;
   }
   CHECK(damaged == 0, "{} of {} answers differ from what was sent", damaged, kRounds);
   std::uint64_t taken = runtime.engine().messages_taken_waiting() - before;

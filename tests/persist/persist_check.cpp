@@ -205,6 +205,51 @@ void reply_credits(Runtime& runtime) {
              carried, stored);
 }
 
+// Rank 1 answers each of rank 0's messages (two slots) with an acknowledgement (eight
+// slots); rank 0 reads the acknowledgements only after starting all eight messages. Where
+// an answer carries the credit of the message it answers (shm-own's direct path), rank 0
+// cannot read those credits before its sixth start: rank 1 must store them into the credit
+// word once it carries nothing more, or both wait for ever (start() answers retry for 30 s
+// and the scenario fails). Every message and acknowledgement is checked.
+void lazy_acknowledgements(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  constexpr std::uint64_t kMessages = 8;
+  ChannelShape data{.peer = 1 - runtime.rank(), .tag = 20, .slot_bytes = 64, .slots = 2};
+  ChannelShape acks{.peer = 1 - runtime.rank(), .tag = 21, .slot_bytes = 64, .slots = kMessages};
+  std::uint64_t rounds = count_or(200);
+  std::uint64_t bad = 0;
+  auto send = [&](SendChannel& out, std::uint64_t sequence) {
+    fill(out.buffer().first(out.shape().slot_bytes), static_cast<std::uint64_t>(runtime.rank()), sequence);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    Status status = Status::retry;
+    while (status == Status::retry && std::chrono::steady_clock::now() < deadline)
+      status = out.start(out.shape().slot_bytes);
+    CHECK(status == Status::done || status == Status::posted, "start {}: {}", sequence,
+          status == Status::retry ? "no credit for 30 s" : out.last_error().message());
+    CHECK(out.wait() == Status::done, "wait {}: {}", sequence, out.last_error().message());
+  };
+  auto receive = [&](ReceiveChannel& in, std::uint64_t sequence) {
+    Bytes message;
+    CHECK(in.wait(message) == Status::done, "wait {}: {}", sequence, in.last_error().message());
+    if (!matches(message, static_cast<std::uint64_t>(1 - runtime.rank()), sequence)) ++bad;
+    CHECK(in.release() == Status::done, "release {}: {}", sequence, in.last_error().message());
+  };
+  SendChannel out = make_send(runtime, runtime.rank() == 0 ? data : acks);
+  ReceiveChannel in = make_receive(runtime, runtime.rank() == 0 ? acks : data);
+  connect(out, in);
+  for (std::uint64_t round = 0; round < rounds && tether::testing::rank_checks_passed(); ++round) {
+    for (std::uint64_t k = 0; k < kMessages; ++k) {
+      std::uint64_t sequence = round * kMessages + k;
+      if (runtime.rank() == 0) send(out, sequence);
+      else receive(in, sequence), send(out, sequence);
+    }
+    if (runtime.rank() == 0)
+      for (std::uint64_t k = 0; k < kMessages; ++k) receive(in, round * kMessages + k);
+  }
+  CHECK(bad == 0, "{} messages from rank {} differ from what was sent", bad, 1 - runtime.rank());
+  fmt::print("rank {}: {} rounds of {} messages, acknowledgements read late\n", runtime.rank(), rounds, kMessages);
+}
+
 // Large messages (rendezvous sizes for send/receive) through few slots.
 void large(Runtime& runtime) {
   if (runtime.rank() > 1) return;
@@ -708,7 +753,8 @@ void peer_death(Runtime& runtime) {
 
 int main(int argc, char** argv) {
   std::map<std::string_view, std::function<void(Runtime&)>> scenarios = {
-      {"integrity", integrity}, {"duplex", duplex}, {"reply-credits", reply_credits}, {"large", large},       {"slow-receiver", slow_receiver},
+      {"integrity", integrity}, {"duplex", duplex}, {"reply-credits", reply_credits},
+      {"lazy-acknowledgements", lazy_acknowledgements}, {"large", large},       {"slow-receiver", slow_receiver},
       {"partitioned", partitioned}, {"many", many},   {"no-overhead", no_overhead},
       {"user-buffers", user_buffers}, {"self", self}, {"mismatch", mismatch},
       {"bad-input", bad_input}, {"close-in-flight", close_in_flight}, {"fan-in", fan_in},

@@ -96,7 +96,8 @@ std::vector<Case> tether_run_cases() {
 #endif
     cases.push_back({"integrity", 2, transport, many_messages});
     for (std::string scenario : {"duplex", "large", "slow-receiver", "partitioned", "no-overhead", "user-buffers", "self",
-                                 "mismatch", "bad-input", "close-in-flight", "user-slots", "reply-credits"})
+                                 "mismatch", "bad-input", "close-in-flight", "user-slots", "reply-credits",
+                                 "lazy-acknowledgements"})
       cases.push_back({scenario, 2, transport, scenario == "no-overhead" ? kNoOverheadMessages : ""});
     cases.push_back({"many", 3, transport, ""});
     // Six ranks share this machine's two CPUs: a few thousand messages per writer.
@@ -161,7 +162,8 @@ TEST(PersistCreditsTest, AnAnswerCarriesTheCreditOfTheMessageItAnswers) {
   EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
   for (int rank : {0, 1}) {
     std::smatch found;
-    std::regex line(fmt::format("rank {}: 5000 answers checked; (\\d+) credits carried by answers, (\\d+) credit words", rank));
+    std::regex line(
+        fmt::format("rank {}: 5000 answers checked; (\\d+) credits carried by answers, (\\d+) credit words", rank));
     ASSERT_TRUE(std::regex_search(outcome.output, found, line)) << outcome.output;
     EXPECT_GE(std::stoull(found[1].str()), 4999U) << outcome.output;
     EXPECT_LE(std::stoull(found[2].str()), 1U) << outcome.output;

@@ -84,6 +84,12 @@ bool HybridTransport::offer_message_from(PeerIndex peer) noexcept {
   return backend(route).offer_message_from(from);
 }
 
+bool HybridTransport::offers_messages_of(PeerIndex peer) const noexcept {
+  if (peer >= routes_.size()) return false;
+  auto [route, from] = routes_[peer];
+  return backend(route).offers_messages_of(from);
+}
+
 std::size_t HybridTransport::poll_backend(Route route, std::span<Completion> out) noexcept {
   std::size_t count = backend(route).poll(out);
   const auto& rename = hybrid_peer_of_[static_cast<std::size_t>(route)];

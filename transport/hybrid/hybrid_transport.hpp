@@ -79,6 +79,7 @@ class HybridTransport final : public Transport {
     for (auto& backend : backends_) backend->read_messages_in_place(reader);
   }
   [[nodiscard]] bool offer_message_from(PeerIndex peer) noexcept override;
+  [[nodiscard]] bool offers_messages_of(PeerIndex peer) const noexcept override;
 
   [[nodiscard]] Expected<void> attach_pool() override;
   void detach_pool() noexcept override;

@@ -20,11 +20,17 @@ PeerIndex ShmTransport::peer_of_ring(std::uint32_t index) noexcept {
 
 // The ring `peer` claimed in this mailbox (found by its pid among the claimed rings), or
 // kNoRing while it has claimed none.
+// Searched again only once more rings were claimed.
 std::uint32_t ShmTransport::find_ring_of_peer(PeerIndex peer) noexcept {
   if (peer >= peers_.size()) return kNoRing;
-  if (peer_rings_.size() < peers_.size()) peer_rings_.resize(peers_.size(), kNoRing);
+  if (peer_rings_.size() < peers_.size()) {
+    peer_rings_.resize(peers_.size(), kNoRing);
+    rings_searched_.resize(peers_.size(), 0);
+  }
   auto created = static_cast<std::uint32_t>(ring_broken_.size());
   std::uint32_t rings = std::min(mailbox_->rings_claimed.load(std::memory_order_acquire), created);
+  if (rings == rings_searched_[peer]) return kNoRing;
+  rings_searched_[peer] = rings;
   for (std::uint32_t index = 0; index < rings; ++index)
     if (peer_of_ring(index) == peer) return peer_rings_[peer] = index;
   return kNoRing;
@@ -35,16 +41,24 @@ bool ShmTransport::offer_message_from(PeerIndex peer) noexcept {
   if (index == kNoRing) index = find_ring_of_peer(peer);
   if (index == kNoRing || message_reader_ == nullptr) return false;
   Ring& ring = *ring_at(mailbox_, index);
-  std::uint64_t head = 0;
-  RingEntry* entry = ready_entry(ring, index, head);
-  if (entry == nullptr) return false;
-  EntryKind kind = std::atomic_ref(entry->kind).load(std::memory_order_relaxed);
-  std::uint16_t flags = std::atomic_ref(entry->flags).load(std::memory_order_relaxed);
-  std::uint32_t length = std::atomic_ref(entry->length).load(std::memory_order_relaxed);
-  std::uint32_t cells = entry_cells(kind, length, static_cast<std::uint32_t>(head % kRingCells));
-  if (kind != EntryKind::message || cells == 0 || !message_reader_->take({payload_of(*entry), length})) return false;
-  release_cells(ring, head, cells, flags);
-  return true;
+  for (int entries = 0; entries < 2; ++entries) {  // a padding entry, then the message after it
+    std::uint64_t head = 0;
+    RingEntry* entry = ready_entry(ring, index, head);
+    if (entry == nullptr) return false;
+    EntryKind kind = std::atomic_ref(entry->kind).load(std::memory_order_relaxed);
+    std::uint16_t flags = std::atomic_ref(entry->flags).load(std::memory_order_relaxed);
+    std::uint32_t length = std::atomic_ref(entry->length).load(std::memory_order_relaxed);
+    std::uint32_t cells = entry_cells(kind, length, static_cast<std::uint32_t>(head % kRingCells));
+    if (cells == 0) return false;  // poll() reports it
+    if (kind == EntryKind::padding) {
+      release_cells(ring, head, cells, 0);
+      continue;
+    }
+    if (kind != EntryKind::message || !message_reader_->take({payload_of(*entry), length})) return false;
+    release_cells(ring, head, cells, flags);
+    return true;
+  }
+  return false;
 }
 
 // A cell at head that holds a later lap's sequence, or an entry no ring holds, means a
@@ -70,7 +84,7 @@ void ShmTransport::report_corrupt_entry(Ring& ring, std::uint32_t index, std::ui
 
 // The cell at head holds this lap's entry when its sequence is head + 1; anything else but
 // a later lap's sequence of this cell means not yet (mailbox.hpp).
-inline RingEntry* ShmTransport::ready_entry(Ring& ring, std::uint32_t index, std::uint64_t& head) noexcept {
+RingEntry* ShmTransport::ready_entry(Ring& ring, std::uint32_t index, std::uint64_t& head) noexcept {
   if (ring_broken_[index] != 0) return nullptr;
   head = ring.head.load(std::memory_order_relaxed);
   RingEntry& entry = ring.cells[head % kRingCells];

@@ -70,6 +70,7 @@ class ShmTransport final : public Transport {
   [[nodiscard]] bool maps_peer_pool(PeerIndex peer) const noexcept override { return peer < peers_.size(); }
   [[nodiscard]] std::size_t poll(std::span<Completion> out) noexcept override;
   [[nodiscard]] bool offer_message_from(PeerIndex peer) noexcept override;
+  [[nodiscard]] bool offers_messages_of(PeerIndex peer) const noexcept override { return peer < peers_.size(); }
   // Peers map whole arenas (a key names the memfd): a key is never narrower than one.
   [[nodiscard]] bool checks_remote_keys() const noexcept override { return false; }
 
@@ -95,7 +96,7 @@ class ShmTransport final : public Transport {
   enum class Taken : std::uint8_t { nothing, completion, in_place };
   // The ring's oldest entry if it is ready, else nullptr (checked on every poll: kept small);
   // `head` is its index, read once.
-  [[gnu::always_inline]] inline RingEntry* ready_entry(Ring& ring, std::uint32_t index, std::uint64_t& head) noexcept;
+  RingEntry* ready_entry(Ring& ring, std::uint32_t index, std::uint64_t& head) noexcept;
   Taken take_entry(Ring& ring, std::uint32_t index, std::uint64_t head, RingEntry& entry,
                    Completion& completion) noexcept;
   [[gnu::cold]] void report_corrupt_cell(Ring& ring, std::uint32_t index, std::uint64_t head,
@@ -125,6 +126,7 @@ class ShmTransport final : public Transport {
   std::deque<Completion> local_completions_;
   std::vector<PeerIndex> ring_peers_;      // by ring index, resolved from owner pids
   std::vector<std::uint32_t> peer_rings_;  // by peer: the ring it claimed here, once known
+  std::vector<std::uint32_t> rings_searched_;  // by peer: rings claimed when it was last not found
   std::vector<std::uint8_t> ring_broken_;  // a ring whose indices made no sense: ignored
   std::uint32_t next_ring_ = 0;            // where the next poll starts (fairness)
 };
