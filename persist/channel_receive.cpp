@@ -62,11 +62,9 @@ void ChannelRegistry::take_unread_carried_credits(int peer) noexcept {
       continue;
     for (std::uint64_t sequence = channel.receive.delivered;
          sequence < channel.receive.delivered + channel.shape.slots; ++sequence) {
-      auto position = static_cast<std::uint32_t>(sequence % channel.shape.slots);
-      std::uint64_t flag = std::atomic_ref(*flag_at(channel.flags, position)).load(std::memory_order_acquire);
-      if ((flag >> 32) != ((sequence + 1) & 0xffffffffU)) break;  // not landed (yet)
-      std::uint64_t slot_word = std::atomic_ref(*landing_slot_at(channel.flags, position)).load(std::memory_order_relaxed);
-      if ((slot_word & kSlotWritten) == 0 || (slot_word & kSlotUnusedBit) != 0) break;
+      std::uint32_t length = 0;
+      std::uint64_t slot_word = landed_slot_word(channel, sequence, length);
+      if (slot_word == 0 || (slot_word & kSlotUnusedBit) != 0) break;  // not landed (yet), or broken
       take_carried_credits(peer, slot_word);
     }
   }
@@ -118,16 +116,27 @@ Status ChannelRegistry::take_landed(ChannelState& channel, std::span<const std::
   return Status::done;
 }
 
+// Word 1 of the flag line of message `sequence` if a direct store wrote it (its length in
+// `length`), else 0: the line holds another message's sequence, or is all zero (a 32-bit
+// sequence wrap).
+std::uint64_t ChannelRegistry::landed_slot_word(const ChannelState& channel, std::uint64_t sequence,
+                                                std::uint32_t& length) noexcept {
+  auto position = static_cast<std::uint32_t>(sequence % channel.shape.slots);
+  std::uint64_t flag = std::atomic_ref(*flag_at(channel.flags, position)).load(std::memory_order_acquire);
+  if ((flag >> 32) != ((sequence + 1) & 0xffffffffU)) return 0;
+  length = static_cast<std::uint32_t>(flag);
+  std::uint64_t slot_word = std::atomic_ref(*landing_slot_at(channel.flags, position)).load(std::memory_order_relaxed);
+  return (slot_word & kSlotWritten) != 0 ? slot_word : 0;
+}
+
 // A direct write shows as the flag of the position carrying the next sequence number;
 // the flag line names the slot the sender chose, which must be free.
 void ChannelRegistry::check_flag(ChannelState& channel, std::uint32_t position) noexcept {
   if (channel.shape.partitions != 1) return;
   ReceiveProgress& receive = channel.receive;
-  std::uint64_t flag = std::atomic_ref(*flag_at(channel.flags, position)).load(std::memory_order_acquire);
-  if ((flag >> 32) != ((receive.delivered + 1) & 0xffffffffU)) return;
-  auto length = static_cast<std::uint32_t>(flag);
-  std::uint64_t slot_word = std::atomic_ref(*landing_slot_at(channel.flags, position)).load(std::memory_order_relaxed);
-  if ((slot_word & kSlotWritten) == 0) return;  // no direct store: an all-zero line at a sequence wrap
+  std::uint32_t length = 0;
+  std::uint64_t slot_word = landed_slot_word(channel, receive.delivered, length);
+  if (slot_word == 0) return;
   std::uint64_t slot = slot_word & kSlotMask;
   bool in_flag_line = (slot_word & kSlotInline) != 0;
   const char* refusal = (slot_word & kSlotUnusedBit) != 0

@@ -92,6 +92,8 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   void record_landing(ChannelState& channel, const Notification& notification) noexcept;
   void record_ordered_landing(ChannelState& channel, const Notification& notification) noexcept;
   void check_flag(ChannelState& channel, std::uint32_t slot) noexcept;
+  [[nodiscard]] static std::uint64_t landed_slot_word(const ChannelState& channel, std::uint64_t sequence,
+                                                      std::uint32_t& length) noexcept;
   void take_carried_credits(int from, std::uint64_t slot_word) noexcept;
   Status take_landed(ChannelState& channel, std::span<const std::byte>& message) noexcept;
   bool valid_landing(const ChannelState& channel, const Notification& notification) noexcept;

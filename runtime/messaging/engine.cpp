@@ -399,8 +399,7 @@ void Engine::look_or_progress(const RequestSlot* slot, std::uint32_t looks) noex
   transport::PeerIndex answerer = sole_answerer(slot);
   if (answerer == transport::kUnknownPeer || looks % kLooksPerPass == 0) return progress_locked();
   if (!transport_->offer_message_from(answerer)) return;
-  auto taken = messages_taken_waiting_.load(std::memory_order_relaxed);  // one writer: no locked add
-  messages_taken_waiting_.store(taken + 1, std::memory_order_relaxed);
+  count_one(messages_taken_waiting_);
 }
 
 void Engine::progress() noexcept {

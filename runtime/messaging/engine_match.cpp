@@ -106,8 +106,7 @@ bool Engine::take_in_place(std::span<const std::byte> bytes) noexcept {
   ++peer.next_receive_sequence;
   (void)admit_eager(header);
   land_eager(slot, header, message.payload);
-  auto read_so_far = messages_read_in_place_.load(std::memory_order_relaxed);  // one writer: no locked add
-  messages_read_in_place_.store(read_so_far + 1, std::memory_order_relaxed);
+  count_one(messages_read_in_place_);
   return true;
 }
 

@@ -23,21 +23,19 @@ PeerIndex ShmTransport::peer_of_ring(std::uint32_t index) noexcept {
 // Searched again only once more rings were claimed.
 std::uint32_t ShmTransport::find_ring_of_peer(PeerIndex peer) noexcept {
   if (peer >= peers_.size()) return kNoRing;
-  if (peer_rings_.size() < peers_.size()) {
-    peer_rings_.resize(peers_.size(), kNoRing);
-    rings_searched_.resize(peers_.size(), 0);
-  }
+  if (peer_rings_.size() < peers_.size()) peer_rings_.resize(peers_.size());
+  PeerRing& found = peer_rings_[peer];
   auto created = static_cast<std::uint32_t>(ring_broken_.size());
   std::uint32_t rings = std::min(mailbox_->rings_claimed.load(std::memory_order_acquire), created);
-  if (rings == rings_searched_[peer]) return kNoRing;
-  rings_searched_[peer] = rings;
+  if (rings == found.rings_searched) return kNoRing;
+  found.rings_searched = rings;
   for (std::uint32_t index = 0; index < rings; ++index)
-    if (peer_of_ring(index) == peer) return peer_rings_[peer] = index;
+    if (peer_of_ring(index) == peer) return found.ring = index;
   return kNoRing;
 }
 
 bool ShmTransport::offer_message_from(PeerIndex peer) noexcept {
-  std::uint32_t index = peer < peer_rings_.size() ? peer_rings_[peer] : kNoRing;
+  std::uint32_t index = peer < peer_rings_.size() ? peer_rings_[peer].ring : kNoRing;
   if (index == kNoRing) index = find_ring_of_peer(peer);
   if (index == kNoRing || message_reader_ == nullptr) return false;
   Ring& ring = *ring_at(mailbox_, index);
@@ -45,10 +43,7 @@ bool ShmTransport::offer_message_from(PeerIndex peer) noexcept {
     std::uint64_t head = 0;
     RingEntry* entry = ready_entry(ring, index, head);
     if (entry == nullptr) return false;
-    EntryKind kind = std::atomic_ref(entry->kind).load(std::memory_order_relaxed);
-    std::uint16_t flags = std::atomic_ref(entry->flags).load(std::memory_order_relaxed);
-    std::uint32_t length = std::atomic_ref(entry->length).load(std::memory_order_relaxed);
-    std::uint32_t cells = entry_cells(kind, length, static_cast<std::uint32_t>(head % kRingCells));
+    auto [kind, flags, length, cells] = snapshot(*entry, head);
     if (cells == 0) return false;  // poll() reports it
     if (kind == EntryKind::padding) {
       release_cells(ring, head, cells, 0);
@@ -109,11 +104,7 @@ void ShmTransport::release_cells(Ring& ring, std::uint64_t head, std::uint32_t c
 // in place; nothing when it must wait (no receive posted) or the ring is corrupt.
 ShmTransport::Taken ShmTransport::take_entry(Ring& ring, std::uint32_t index, std::uint64_t head, RingEntry& entry,
                                              Completion& completion) noexcept {
-  // One read of each field: the peer may rewrite the entry while it is checked.
-  EntryKind kind = std::atomic_ref(const_cast<EntryKind&>(entry.kind)).load(std::memory_order_relaxed);
-  std::uint16_t flags = std::atomic_ref(const_cast<std::uint16_t&>(entry.flags)).load(std::memory_order_relaxed);
-  std::uint32_t entry_length = std::atomic_ref(const_cast<std::uint32_t&>(entry.length)).load(std::memory_order_relaxed);
-  std::uint32_t cells = entry_cells(kind, entry_length, static_cast<std::uint32_t>(head % kRingCells));
+  auto [kind, flags, entry_length, cells] = snapshot(entry, head);
   if (kind == EntryKind::message && cells != 0 && message_reader_ != nullptr &&
       message_reader_->take({payload_of(entry), entry_length})) {
     release_cells(ring, head, cells, flags);

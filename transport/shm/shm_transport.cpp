@@ -185,7 +185,6 @@ Expected<PeerIndex> ShmTransport::insert_peer(std::span<const std::byte> address
   peers_.push_back(std::move(peer));
   std::fill(ring_peers_.begin(), ring_peers_.end(), kUnknownPeer);  // resolve again with the new peer
   peer_rings_.clear();
-  rings_searched_.clear();
   return static_cast<PeerIndex>(peers_.size() - 1);
 }
 

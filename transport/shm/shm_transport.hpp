@@ -97,6 +97,21 @@ class ShmTransport final : public Transport {
   // The ring's oldest entry if it is ready, else nullptr (checked on every poll: kept small);
   // `head` is its index, read once.
   RingEntry* ready_entry(Ring& ring, std::uint32_t index, std::uint64_t& head) noexcept;
+  struct EntrySnapshot {
+    EntryKind kind;
+    std::uint16_t flags;
+    std::uint32_t length;
+    std::uint32_t cells;
+  };
+  // One read of each field of the entry at `head`: the peer may rewrite it while it is
+  // checked. cells is 0 for an entry no ring holds. Inline: poll() runs it per entry.
+  [[nodiscard]] static EntrySnapshot snapshot(RingEntry& entry, std::uint64_t head) noexcept {
+    EntrySnapshot seen{std::atomic_ref(entry.kind).load(std::memory_order_relaxed),
+                       std::atomic_ref(entry.flags).load(std::memory_order_relaxed),
+                       std::atomic_ref(entry.length).load(std::memory_order_relaxed), 0};
+    seen.cells = entry_cells(seen.kind, seen.length, static_cast<std::uint32_t>(head % kRingCells));
+    return seen;
+  }
   Taken take_entry(Ring& ring, std::uint32_t index, std::uint64_t head, RingEntry& entry,
                    Completion& completion) noexcept;
   [[gnu::cold]] void report_corrupt_cell(Ring& ring, std::uint32_t index, std::uint64_t head,
@@ -125,8 +140,11 @@ class ShmTransport final : public Transport {
   std::deque<PostedReceive> receives_;
   std::deque<Completion> local_completions_;
   std::vector<PeerIndex> ring_peers_;      // by ring index, resolved from owner pids
-  std::vector<std::uint32_t> peer_rings_;  // by peer: the ring it claimed here, once known
-  std::vector<std::uint32_t> rings_searched_;  // by peer: rings claimed when it was last not found
+  struct PeerRing {
+    std::uint32_t ring = kNoRing;      // the ring it claimed here, once found
+    std::uint32_t rings_searched = 0;  // rings claimed when it was last not found
+  };
+  std::vector<PeerRing> peer_rings_;  // by peer
   std::vector<std::uint8_t> ring_broken_;  // a ring whose indices made no sense: ignored
   std::uint32_t next_ring_ = 0;            // where the next poll starts (fairness)
 };
