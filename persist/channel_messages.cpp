@@ -32,7 +32,7 @@ bool owes_credits_by_message(const ChannelState& channel, int rank) noexcept {
 // a new message at that position before it has the credit.
 std::size_t last_released_bytes(const ChannelState& channel) noexcept {
   const ReceiveProgress& receive = channel.receive;
-  return receive.released == 0 ? 0 : receive.landed_bytes[(receive.released - 1) % channel.shape.slots];
+  return receive.released == 0 ? 0 : receive.landed_bytes[channel.position_of(receive.released - 1)];
 }
 
 }  // namespace

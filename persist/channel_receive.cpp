@@ -42,7 +42,7 @@ void ChannelRegistry::record_landing(ChannelState& channel, const Notification& 
 // In arrival order: the next position's message is in the slot the sender named.
 void ChannelRegistry::record_ordered_landing(ChannelState& channel, const Notification& notification) noexcept {
   ReceiveProgress& receive = channel.receive;
-  auto position = static_cast<std::uint32_t>(receive.arrived++ % channel.shape.slots);
+  auto position = channel.position_of(receive.arrived++);
   receive.landing_slot[position] = notification.slot;
   receive.slot_held[notification.slot] = 1;
   receive.landed_bytes[position] = notification.value;
@@ -98,7 +98,7 @@ Status ChannelRegistry::take_landed(ChannelState& channel, std::span<const std::
     return refuse(channel, Errc::limit_exceeded,
                   fmt::format("all {} slots hold messages not released", channel.shape.slots),
                   "release() a message before asking for the next");
-  auto position = static_cast<std::uint32_t>(receive.delivered % channel.shape.slots);
+  auto position = channel.position_of(receive.delivered);
   if (receive.complete[position] == 0) check_flag(channel, position);
   set_waiting(channel, receive.complete[position] == 0 && channel.phase != Phase::failed);
   if (channel.phase == Phase::failed) return failed(channel);
@@ -121,7 +121,7 @@ Status ChannelRegistry::take_landed(ChannelState& channel, std::span<const std::
 // sequence wrap).
 std::uint64_t ChannelRegistry::landed_slot_word(const ChannelState& channel, std::uint64_t sequence,
                                                 std::uint32_t& length) noexcept {
-  auto position = static_cast<std::uint32_t>(sequence % channel.shape.slots);
+  auto position = channel.position_of(sequence);
   std::uint64_t flag = std::atomic_ref(*flag_at(channel.flags, position)).load(std::memory_order_acquire);
   if ((flag >> 32) != ((sequence + 1) & 0xffffffffU)) return 0;
   length = static_cast<std::uint32_t>(flag);
@@ -176,7 +176,7 @@ bool ChannelRegistry::arrived(ChannelState& channel, std::uint32_t partition) no
   engine_.progress();
   std::lock_guard lock(engine_.progress_mutex());
   if (partition >= channel.shape.partitions) return false;
-  auto slot = static_cast<std::uint32_t>(channel.receive.delivered % channel.shape.slots);
+  auto slot = channel.position_of(channel.receive.delivered);
   return channel.receive.partition_landed[static_cast<std::size_t>(slot) * channel.shape.partitions + partition] != 0;
 }
 
@@ -186,7 +186,7 @@ Status ChannelRegistry::release(ChannelState& channel) noexcept {
   if (receive.delivered == receive.released)
     return refuse(channel, Errc::invalid_argument, "release() with no message held",
                   "release once per message that test() or wait() gave");
-  auto slot = static_cast<std::uint32_t>(receive.released % channel.shape.slots);
+  auto slot = channel.position_of(receive.released);
   receive.slot_held[receive.landing_slot[slot]] = 0;
   receive.complete[slot] = 0;
   receive.partitions_landed[slot] = 0;

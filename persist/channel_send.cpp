@@ -102,21 +102,21 @@ std::uint64_t ChannelRegistry::known_credits(const ChannelState& channel) noexce
 std::uint32_t ChannelRegistry::next_free_slot(ChannelState& channel, std::uint64_t credits) noexcept {
   SendProgress& send = channel.send;
   for (; send.slots_reclaimed < credits; ++send.slots_reclaimed)
-    send.free_slots.push_back(send.slot_of_position[send.slots_reclaimed % channel.shape.slots]);
+    send.free_slots.push_back(send.slot_of_position[channel.position_of(send.slots_reclaimed)]);
   return send.free_slots.back();
 }
 
 // Message `sequence` went into `slot` (next_free_slot's).
 void ChannelRegistry::take_slot(ChannelState& channel, std::uint64_t sequence, std::uint32_t slot) noexcept {
   channel.send.free_slots.pop_back();
-  channel.send.slot_of_position[sequence % channel.shape.slots] = slot;
+  channel.send.slot_of_position[channel.position_of(sequence)] = slot;
   ++stats_.sender_picked_slots;
 }
 
 // Where message `sequence` lands: the slot the sender picks, or its position's own.
 std::uint32_t ChannelRegistry::landing_slot_of(ChannelState& channel, std::uint64_t sequence) noexcept {
   if (channel.ordered_landing) return next_free_slot(channel, credits_of(channel));
-  return static_cast<std::uint32_t>(sequence % channel.shape.slots);
+  return channel.position_of(sequence);
 }
 
 // Where messages rotating through every slot (and the send buffer) outgrow the L2 cache,
@@ -157,7 +157,7 @@ Status ChannelRegistry::store_direct(ChannelState& channel, std::size_t bytes) n
   await_warm_slot(channel, bytes);
   std::uint32_t slot = next_free_slot(channel, in_flag_line ? known_credits(channel) : credits_of(channel));
   take_slot(channel, send.started, slot);
-  auto position = static_cast<std::uint32_t>(send.started % channel.shape.slots);
+  auto position = channel.position_of(send.started);
   std::uint64_t slot_word = kSlotWritten | slot | carry_owed_credits(channel.shape.peer);
   ++direct_stores_to_[static_cast<std::size_t>(channel.shape.peer)];
   if (in_flag_line) {
@@ -233,7 +233,7 @@ Status ChannelRegistry::copy_to_self(ChannelState& channel, std::uint64_t sequen
   if (target == nullptr)
     return fail_channel(channel, Errc::peer_unreachable, "its receive channel (on this rank) was closed",
                         "close the send channel too");
-  auto slot = static_cast<std::uint32_t>(sequence % channel.shape.slots);
+  auto slot = channel.position_of(sequence);
   auto buffer = static_cast<std::uint32_t>(sequence % channel.buffer_count());
   if (length > 0)
     std::memcpy(target->buffer_at(slot) + offset, channel.buffer_at(buffer) + offset, length);

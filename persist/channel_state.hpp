@@ -242,6 +242,14 @@ struct ChannelState {
 
   SendProgress send;
   ReceiveProgress receive;
+  // shape.slots - 1 when the slot count is a power of two (size_progress sets it): the
+  // position of a sequence is then a mask, not a 64-bit division on every message.
+  std::uint64_t position_mask = 0;
+  bool positions_by_mask = false;
+
+  [[nodiscard]] std::uint32_t position_of(std::uint64_t sequence) const noexcept {
+    return static_cast<std::uint32_t>(positions_by_mask ? sequence & position_mask : sequence % shape.slots);
+  }
 
   [[nodiscard]] std::size_t partition_bytes() const noexcept { return shape.slot_bytes / shape.partitions; }
   [[nodiscard]] LandingOrder landing_order() const noexcept {
@@ -257,8 +265,8 @@ struct ChannelState {
   // left from once it is free again (still in cache), else the next in turn, and keep it
   // until start() takes it or it turns out busy (then nobody may have filled it).
   [[nodiscard]] std::uint32_t next_send_buffer() noexcept {
-    auto in_turn = static_cast<std::uint32_t>(send.started % buffer_count());
     if (direct_slots != nullptr) return 0;
+    auto in_turn = static_cast<std::uint32_t>(send.started % buffer_count());
     if (shape.partitions > 1 || self) return in_turn;
     if (send.picked_buffer >= buffer_count() || send.buffer_writes[send.picked_buffer] > 0)
       send.picked_buffer = send.buffer_writes[send.last_buffer] == 0 ? send.last_buffer : in_turn;
@@ -274,7 +282,8 @@ struct ChannelState {
     send.picked_buffer = 0xffffffffU;
   }
   [[nodiscard]] std::byte* buffer_at(std::uint32_t index) const noexcept {
-    return memory + buffer_prefix + static_cast<std::size_t>(index % buffer_count()) * buffer_stride;
+    std::uint32_t count = buffer_count();
+    return memory + buffer_prefix + static_cast<std::size_t>(index < count ? index : index % count) * buffer_stride;
   }
 };
 
