@@ -97,7 +97,7 @@ Status ReceiveChannel::test(std::span<const std::byte>& message) noexcept {
   return registry_->test_received(*state_, message);
 }
 Status ReceiveChannel::wait(std::span<const std::byte>& message) noexcept {
-  return wait_until_done([&] { return registry_->test_received(*state_, message); });
+  return registry_->wait_received(*state_, message);
 }
 bool ReceiveChannel::arrived(std::uint32_t index) noexcept { return registry_->arrived(*state_, index); }
 Status ReceiveChannel::release() noexcept { return registry_->release(*state_); }

@@ -34,6 +34,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   Status ready(ChannelState& channel, std::uint32_t partition) noexcept;
   Status test_sent(ChannelState& channel) noexcept;
   Status test_received(ChannelState& channel, std::span<const std::byte>& message) noexcept;
+  Status wait_received(ChannelState& channel, std::span<const std::byte>& message) noexcept;
   bool arrived(ChannelState& channel, std::uint32_t partition) noexcept;
   Status release(ChannelState& channel) noexcept;
 

@@ -144,6 +144,9 @@ class Engine {
   void set_channel_events(std::unique_ptr<ChannelEvents> events) noexcept { channel_events_ = std::move(events); }
   [[nodiscard]] ChannelEvents* channel_events() noexcept { return channel_events_.get(); }
   [[nodiscard]] ProgressLock& progress_mutex() noexcept { return progress_mutex_; }
+  // Waiting loops that can see their own completion without a pass (a message in place, a
+  // channel's flag line) look there and make a whole progress pass every this many polls.
+  static constexpr std::uint32_t kLooksPerPass = 8;
   [[nodiscard]] Expected<transport::PeerIndex> peer_index(int peer_rank) { return resolve(peer_rank); }
   // A persistent channel waits on `peer_rank` (progress lock held): the peer is watched as
   // if a request waited on it (TETHER_PEER_TIMEOUT). Calls pair up, one unwatch per watch.
@@ -210,9 +213,8 @@ class Engine {
   Status refuse_failed(const RequestSlot* slot, Errc error) noexcept;
   // A wait for a receive only one peer can answer looks at that peer's next message in
   // place (Transport::offer_message_from) and makes a whole progress pass every
-  // kLooksPerPass-th look: other peers, credits, rendezvous, liveness and queued starts
-  // still move.
-  static constexpr std::uint32_t kLooksPerPass = 8;
+  // kLooksPerPass-th look (kLooksPerPass, public): other peers, credits, rendezvous,
+  // liveness and queued starts still move.
   [[nodiscard]] transport::PeerIndex sole_answerer(const RequestSlot* slot) const noexcept;
   // One look of a waiting loop: at the next message of the peer that alone can finish
   // `slot` (nullptr: none), else a whole progress pass. Progress lock held.
