@@ -18,7 +18,8 @@ int membarrier(int command) noexcept { return static_cast<int>(::syscall(__NR_me
 // Every thread of this process has passed a full memory barrier when this returns.
 bool barrier_on_every_thread() noexcept {
   if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return true;
-  // A forked child may not have inherited the registration.
+  // Fork keeps the registration (exec drops it); a process restored by a checkpoint tool
+  // may have lost it.
   return errno == EPERM && membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
          membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
 }
@@ -29,14 +30,16 @@ ProgressLock::ProgressLock() noexcept : home_(__builtin_thread_pointer()) {
   if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0) mode_.store(Mode::biased, std::memory_order_release);
 }
 
-// Any thread but the home one, while the lock is biased or its bias is ending.
+// A thread other than the home one while the lock is biased, or any thread (the home one
+// too) that finds the bias ending.
 void ProgressLock::end_bias() noexcept {
   Mode biased = Mode::biased;
   if (mode_.compare_exchange_strong(biased, Mode::ending_bias, std::memory_order_relaxed))
-    log::info("runtime", "a second thread takes the progress lock: every thread takes it with a locked "
-              "instruction from now on");
+    log::info("runtime", "a thread other than the runtime's creator wants the progress lock: every thread "
+              "takes it with a locked instruction from now on");
   if (!barrier_on_every_thread()) {
-    // Registered when the lock was made, so this cannot fail in that process.
+    // Registered when the lock was made: only a seccomp filter installed since (denying
+    // membarrier) gets here. Going on could let two threads in at once.
     log::error("runtime", "membarrier(PRIVATE_EXPEDITED) failed (errno {}): the progress lock cannot end its bias "
                "towards the thread that created the runtime; call tether from that thread only", errno);
     std::abort();

@@ -7,13 +7,18 @@
 //   lock shared, makes every thread of the process pass a full barrier (membarrier(2),
 //   private expedited), then waits for the home thread to leave. From then on everyone,
 //   the home thread too, takes one word with an exchange, as a waiter spinning (the holder
-//   is in one progress pass, microseconds at most): it yields on every try when ranks
-//   outnumber the CPUs, else sleeps a moment once it has spun 20 us (base::YieldCountdown).
-// - Without membarrier (an old kernel, a seccomp filter) the lock starts shared.
+//   is in a progress pass, or a wait's burst of up to 64): it yields on every try when
+//   ranks outnumber the CPUs, else sleeps a moment once it has spun 20 us
+//   (base::YieldCountdown).
+// - Without membarrier (an old kernel, a seccomp filter) the lock starts shared. A filter
+//   denying membarrier installed after the runtime started aborts the bias's end.
+// - While the bias ends (once), try_lock() may fail with nobody holding the lock; every
+//   caller retries or leaves its command queued for the next pass.
 // Why the plain stores are enough: the home thread stores `home_inside_` and then reads
 // the mode; a thread ending the bias stores the mode, then the barrier, then reads
-// `home_inside_`. Either the home thread reads the shared mode (and backs off), or its
-// store is visible to the other thread after the barrier (which then waits for it).
+// `home_inside_`. Either the home thread reads a mode other than biased (and backs off),
+// or its store is visible to the other thread after the barrier (which then waits for it).
+// unlock() must come from the thread that took the lock.
 #pragma once
 
 #include <immintrin.h>
