@@ -2,6 +2,7 @@
 // and where the peer writes (the receiver's slots, the sender's credit word) and receives
 // the peer's; both check the shapes agree.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -266,6 +267,11 @@ void ChannelRegistry::map_direct(ChannelState& channel) noexcept {
     channel.direct_credit = reinterpret_cast<std::uint64_t*>(
         transport.map_remote(channel.transport_peer, channel.peer_landing, sizeof(std::uint64_t)));
     channel.receive.stores_at_last_release = direct_stores_to_[static_cast<std::size_t>(shape.peer)];
+    // The sender stores directly into pool slots of unpartitioned channels only (otherwise
+    // its RMA writes complete through progress).
+    std::atomic_ref(channel.stores_show_in_flags)
+        .store(channel.direct_credit != nullptr && channel.memory_from_pool && shape.partitions == 1,
+               std::memory_order_release);
     return;
   }
   if (shape.partitions != 1) return;

@@ -239,6 +239,10 @@ struct ChannelState {
   std::byte* direct_slots = nullptr;     // send side: the receiver's slots, mapped here
   std::byte* direct_flags = nullptr;     // send side: the receiver's flag lines, mapped here
   std::uint64_t* direct_credit = nullptr;  // receive side: the sender's credit word, mapped here
+  // Receive side: the sender stores each message straight into the slots and flag lines
+  // (direct path, pool slots), so the flag line alone shows it: a wait looks there between
+  // progress passes. Set once, when mapped; read by the wait with std::atomic_ref.
+  bool stores_show_in_flags = false;
 
   SendProgress send;
   ReceiveProgress receive;
