@@ -376,8 +376,8 @@ class Engine {
   std::vector<std::string> failure_reasons_;  // why a rank counts as dead, by rank
 
   std::size_t bounces_in_flight_ = 0;  // posted sends whose completion has not come back
-  std::atomic<std::uint64_t> messages_sent_{0};
   // Written under the progress lock only: one writer, so no locked add (count_one).
+  std::atomic<std::uint64_t> messages_sent_{0};
   std::atomic<std::uint64_t> messages_read_in_place_{0};
   std::atomic<std::uint64_t> messages_taken_waiting_{0};
   static void count_one(std::atomic<std::uint64_t>& counter) noexcept {

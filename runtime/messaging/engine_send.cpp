@@ -50,7 +50,7 @@ bool Engine::send_at_start(const void* buffer, std::size_t bytes, int peer_rank,
     return false;
   }
   ++peer.next_send_sequence;
-  messages_sent_.fetch_add(1, std::memory_order_relaxed);
+  count_one(messages_sent_);
   request = Request{kSentAtStart, static_cast<std::uint32_t>(bytes)};
   return true;
 }
@@ -79,7 +79,7 @@ Errc Engine::inject(int peer_rank, const std::byte* message, std::size_t length,
     Errc code = transport_->last_error().code;
     return code == Errc::ok ? Errc::transport : code;
   }
-  messages_sent_.fetch_add(1, std::memory_order_relaxed);
+  count_one(messages_sent_);
   complete(eager_request, Errc::ok);
   return Errc::ok;
 }
@@ -172,7 +172,7 @@ void Engine::post_raw(int peer_rank, std::span<const std::byte> bytes, bool take
 // earlier messages that met back-pressure, so a pair's order holds.
 // `eager_request`, if any, completes once the transport holds the message.
 void Engine::post_bounce(int peer_rank, std::byte* bounce, std::size_t length, RequestSlot* eager_request) noexcept {
-  messages_sent_.fetch_add(1, std::memory_order_relaxed);
+  count_one(messages_sent_);
   Outgoing outgoing{peer_rank, bounce, length, eager_request};
   if (!backlog_.empty() || try_send(outgoing) == Status::retry) backlog_.push_back(outgoing);
 }
