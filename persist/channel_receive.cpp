@@ -94,10 +94,12 @@ Status ChannelRegistry::test_received(ChannelState& channel, std::span<const std
 // A direct store shows in the channel's own flag line without a progress pass, so the wait
 // looks there (take_landed) and makes a whole test with a progress pass every
 // Engine::kLooksPerPass-th poll (credits, other channels, liveness); a waiter that yields
-// on every poll makes whole tests only. With a pass of about 500 instructions on every
-// poll, an 8 B ping-pong's median was 0.2235 us over 30 runs, 0.2145 with looks. Peeking
-// at the flag without the lock between looks changed nothing (0.2295 us against 0.2315,
-// 60 runs each, with a pause per peek; 0.2025 against 0.2225 without).
+// on every poll makes whole tests only. Credits other channels owe and wait to carry are
+// flushed after kPassesBeforeFlush passes, so about 8 times as many polls while a wait
+// looks (a few microseconds). With a pass of about 500 instructions on every poll, an 8 B
+// ping-pong's median was 0.2235 us over 30 runs, 0.2145 with looks. Peeking at the flag
+// without the lock between looks changed nothing (0.2295 us against 0.2315, 60 runs
+// each, with a pause per peek; 0.2025 against 0.2225 without).
 Status ChannelRegistry::wait_received(ChannelState& channel, std::span<const std::byte>& message) noexcept {
   bool looks = std::atomic_ref(channel.stores_show_in_flags).load(std::memory_order_acquire);
   std::uint32_t polls = 0;

@@ -1,5 +1,6 @@
 // One channel's state, its handshake message and the 64-bit notifications its writes
-// carry. Everything here is touched only under the engine's progress lock.
+// carry. Everything here is touched only under the engine's progress lock, except
+// `stores_show_in_flags` (std::atomic_ref) and the phase checks before a call takes it.
 #pragma once
 
 #include <cstddef>
@@ -239,15 +240,17 @@ struct ChannelState {
   std::byte* direct_slots = nullptr;     // send side: the receiver's slots, mapped here
   std::byte* direct_flags = nullptr;     // send side: the receiver's flag lines, mapped here
   std::uint64_t* direct_credit = nullptr;  // receive side: the sender's credit word, mapped here
-  // Receive side: the sender stores each message straight into the slots and flag lines
-  // (direct path, pool slots), so the flag line alone shows it: a wait looks there between
-  // progress passes. Set once, when mapped; read by the wait with std::atomic_ref.
+  // Receive side: the sender can store each message straight into the slots and flag
+  // lines (direct path, pool slots, no partitions), so the flag line alone shows it: a
+  // wait looks there between progress passes. Should the sender's map fail after all, its
+  // RMA writes land on the wait's passes only. Set once, when mapped; read by the wait
+  // with std::atomic_ref.
   bool stores_show_in_flags = false;
 
   SendProgress send;
   ReceiveProgress receive;
-  // shape.slots - 1 when the slot count is a power of two (size_progress sets it): the
-  // position of a sequence is then a mask, not a 64-bit division on every message.
+  // Set by size_progress: where the slot count is a power of two, the position of a
+  // sequence is `sequence & position_mask` (slots - 1), not a 64-bit division per message.
   std::uint64_t position_mask = 0;
   bool positions_by_mask = false;
 
