@@ -100,8 +100,6 @@ Expected<void> ChannelRegistry::choose_paths(ChannelState& channel, std::span<st
 
 void ChannelRegistry::size_progress(ChannelState& channel) {
   const ChannelShape& shape = channel.shape;
-  channel.positions_by_mask = (shape.slots & (shape.slots - 1)) == 0;
-  channel.position_mask = shape.slots - 1;
   channel.send.buffer_writes.assign(channel.buffer_count(), 0);
   channel.send.buffer_piggyback.assign(channel.buffer_count(), 0);
   channel.send.partition_sent.assign(shape.partitions, 0);

@@ -249,13 +249,12 @@ struct ChannelState {
 
   SendProgress send;
   ReceiveProgress receive;
-  // Set by size_progress: where the slot count is a power of two, the position of a
-  // sequence is `sequence & position_mask` (slots - 1), not a 64-bit division per message.
-  std::uint64_t position_mask = 0;
-  bool positions_by_mask = false;
 
+  // sequence % slots; a mask where the slot count is a power of two, not a 64-bit division
+  // per message.
   [[nodiscard]] std::uint32_t position_of(std::uint64_t sequence) const noexcept {
-    return static_cast<std::uint32_t>(positions_by_mask ? sequence & position_mask : sequence % shape.slots);
+    std::uint64_t slots = shape.slots;
+    return static_cast<std::uint32_t>((slots & (slots - 1)) == 0 ? sequence & (slots - 1) : sequence % slots);
   }
 
   [[nodiscard]] std::size_t partition_bytes() const noexcept { return shape.slot_bytes / shape.partitions; }
