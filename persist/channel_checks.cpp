@@ -64,27 +64,11 @@ const char* landing_refusal(Role role, const ChannelShape& shape, const ReceiveP
   return receive.partition_landed[index] != 0 ? "a partition landed twice" : nullptr;
 }
 
-const char* direct_landing_refusal(const ChannelShape& shape, const ReceiveProgress& receive, std::uint64_t slot,
-                                   std::uint32_t length, bool in_flag_line) noexcept {
-  if (slot >= shape.slots) return "slot beyond the channel's slots";
-  if (receive.slot_held[slot] != 0) return "the slot still holds a message not released";
-  if (in_flag_line && length > kFlagInlineBytes) return "length beyond the flag line";
-  return length > shape.slot_bytes ? "length beyond the slot" : nullptr;
-}
-
 const char* ordered_landing_refusal(Role role, const ChannelShape& shape, const ReceiveProgress& receive,
                                     const Notification& notification) noexcept {
   if (role != Role::receive) return "data for a send channel";
   if (receive.complete[receive.arrived % shape.slots] != 0) return "more messages than slots (a sender without credit)";
   return direct_landing_refusal(shape, receive, notification.slot, notification.value);
-}
-
-const char* carried_credit_refusal(Role role, int channel_peer, int from, const SendProgress& send,
-                                   std::uint64_t released) noexcept {
-  if (role != Role::send) return "credits carried for a receive channel";
-  if (channel_peer != from) return "credits carried for a channel to another rank";
-  if (released > send.started - send.credited) return "more credits carried than messages started";
-  return nullptr;
 }
 
 const char* credit_refusal(Role role, const SendProgress& send, std::uint32_t credits) noexcept {

@@ -78,12 +78,6 @@ bool ChannelRegistry::peer_may_store(const ChannelState& channel) const noexcept
   return !channel.self && !engine_.peer_dead(channel.shape.peer);
 }
 
-ChannelState* ChannelRegistry::find(std::uint32_t id) noexcept {
-  if (id == 0 || id > channels_.size()) return nullptr;
-  ChannelState* channel = channels_[id - 1].get();
-  return channel->closed ? nullptr : channel;
-}
-
 Status ChannelRegistry::refuse(ChannelState& channel, Errc code, std::string cause, std::string remedy) noexcept {
   try {
     channel.last_error = Error{code, 0, std::move(cause), std::move(remedy)};
@@ -93,8 +87,7 @@ Status ChannelRegistry::refuse(ChannelState& channel, Errc code, std::string cau
   return Status::error;
 }
 
-void ChannelRegistry::set_waiting(ChannelState& channel, bool waiting) noexcept {
-  if (channel.watching_peer == waiting) return;
+void ChannelRegistry::change_waiting(ChannelState& channel, bool waiting) noexcept {
   channel.watching_peer = waiting;
   if (waiting) engine_.watch_peer(channel.shape.peer);
   else engine_.unwatch_peer(channel.shape.peer);
@@ -181,11 +174,6 @@ void ChannelRegistry::on_progress() noexcept {
   });
 }
 
-void ChannelRegistry::owe_credits(ChannelState& channel) noexcept {
-  if (channel.receive.unreported == 1) channel.receive.owed_since_pass = progress_passes_;
-  if (std::find(owing_credits_.begin(), owing_credits_.end(), &channel) == owing_credits_.end())
-    owing_credits_.push_back(&channel);
-}
 
 }  // namespace tether::persist
 

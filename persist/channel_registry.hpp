@@ -3,6 +3,7 @@
 // so it ends before the transport does.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -42,7 +43,9 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   [[nodiscard]] ChannelStats stats() const noexcept { return stats_; }
   // The channel waits on its peer (a message, credits, writes), or no longer does: the
   // engine watches the peer meanwhile (TETHER_PEER_TIMEOUT). Progress lock held.
-  void set_waiting(ChannelState& channel, bool waiting) noexcept;
+  void set_waiting(ChannelState& channel, bool waiting) noexcept {
+    if (channel.watching_peer != waiting) change_waiting(channel, waiting);
+  }
 
   // messaging::ChannelEvents (the progress lock is held).
   void on_notification(const transport::Completion& completion) noexcept override;
@@ -100,7 +103,11 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   bool valid_landing(const ChannelState& channel, const Notification& notification) noexcept;
   void take_credit(ChannelState& channel, std::uint32_t credits) noexcept;
   void return_credits(ChannelState& channel) noexcept;
-  void owe_credits(ChannelState& channel) noexcept;
+  void owe_credits(ChannelState& channel) noexcept {
+    if (channel.receive.unreported == 1) channel.receive.owed_since_pass = progress_passes_;
+    if (std::find(owing_credits_.begin(), owing_credits_.end(), &channel) == owing_credits_.end())
+      owing_credits_.push_back(&channel);
+  }
   [[nodiscard]] bool credits_go_now(const ChannelState& channel, bool answered) const noexcept;
   void take_unread_carried_credits(int peer) noexcept;
   // Owed credits are returned after this many progress passes without a carrier.
@@ -124,7 +131,12 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   ChannelState* channel_of_message(int source, std::uint64_t bits) noexcept;
 
   // channel_registry.cpp
-  [[nodiscard]] ChannelState* find(std::uint32_t id) noexcept;
+  [[nodiscard]] ChannelState* find(std::uint32_t id) noexcept {
+    if (id == 0 || id > channels_.size()) return nullptr;
+    ChannelState* channel = channels_[id - 1].get();
+    return channel->closed ? nullptr : channel;
+  }
+  void change_waiting(ChannelState& channel, bool waiting) noexcept;
   Status refuse(ChannelState& channel, Errc code, std::string cause, std::string remedy) noexcept;
   Status fail_channel(ChannelState& channel, Errc code, std::string cause, std::string remedy) noexcept;
   Status failed(ChannelState& channel) noexcept;

@@ -303,9 +303,14 @@ struct ChannelState {
                                           const Notification& notification) noexcept;
 // Why a direct store's flag line (the slot it names, the length, whether the message is
 // in the line) is refused, or nullptr.
-[[nodiscard]] const char* direct_landing_refusal(const ChannelShape& shape, const ReceiveProgress& receive,
-                                                 std::uint64_t slot, std::uint32_t length,
-                                                 bool in_flag_line = false) noexcept;
+[[nodiscard]] inline const char* direct_landing_refusal(const ChannelShape& shape, const ReceiveProgress& receive,
+                                                        std::uint64_t slot, std::uint32_t length,
+                                                        bool in_flag_line = false) noexcept {
+  if (slot >= shape.slots) return "slot beyond the channel's slots";
+  if (receive.slot_held[slot] != 0) return "the slot still holds a message not released";
+  if (in_flag_line && length > kFlagInlineBytes) return "length beyond the flag line";
+  return length > shape.slot_bytes ? "length beyond the slot" : nullptr;
+}
 // Why a notification of an ordered landing (the slot the sender picked) is refused, or nullptr.
 [[nodiscard]] const char* ordered_landing_refusal(Role role, const ChannelShape& shape, const ReceiveProgress& receive,
                                                   const Notification& notification) noexcept;
@@ -313,8 +318,13 @@ struct ChannelState {
 [[nodiscard]] const char* credit_refusal(Role role, const SendProgress& send, std::uint32_t credits) noexcept;
 // Why a released count `released` carried in a flag line from rank `from` for a channel
 // of `role` to rank `channel_peer` is refused, or nullptr to accept it.
-[[nodiscard]] const char* carried_credit_refusal(Role role, int channel_peer, int from, const SendProgress& send,
-                                                 std::uint64_t released) noexcept;
+[[nodiscard]] inline const char* carried_credit_refusal(Role role, int channel_peer, int from, const SendProgress& send,
+                                                        std::uint64_t released) noexcept {
+  if (role != Role::send) return "credits carried for a receive channel";
+  if (channel_peer != from) return "credits carried for a channel to another rank";
+  if (released > send.started - send.credited) return "more credits carried than messages started";
+  return nullptr;
+}
 
 // For messages: "sender" or "receiver"; a shape as text.
 [[nodiscard]] const char* side(Role role) noexcept;

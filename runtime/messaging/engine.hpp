@@ -154,7 +154,9 @@ class Engine {
   void unwatch_peer(int peer_rank) noexcept;
   // Something came from `peer_rank` besides an engine message (a channel's write or credit
   // landed): a sign of life, so no probe is due. Progress lock held.
-  void heard_from(int peer_rank) noexcept;
+  void heard_from(int peer_rank) noexcept {
+    if (peer_rank >= 0 && peer_rank < size_ && peer_rank != rank_) ++peers_[static_cast<std::size_t>(peer_rank)].heard_count;
+  }
   // Why `peer_rank` counts as dead: "rank 2 on host h3 is unreachable: ...".
   [[nodiscard]] std::string peer_failure(int peer_rank) const { return failure_reason(peer_rank); }
   [[nodiscard]] bool peer_dead(int peer_rank) const noexcept {

@@ -53,10 +53,6 @@ void Engine::unwatch_peer(int peer_rank) noexcept {
   --peers_[static_cast<std::size_t>(peer_rank)].waiting_requests;
 }
 
-void Engine::heard_from(int peer_rank) noexcept {
-  if (peer_rank >= 0 && peer_rank < size_ && peer_rank != rank_) ++peers_[static_cast<std::size_t>(peer_rank)].heard_count;
-}
-
 void Engine::check_liveness() noexcept {
   if (watched_peers_.empty() || ++passes_since_liveness_check_ < kPassesPerLivenessCheck) return;
   passes_since_liveness_check_ = 0;
