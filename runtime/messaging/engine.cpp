@@ -429,14 +429,6 @@ void Engine::run_command(RequestSlot* slot) noexcept {
   send_to_peer(slot);
 }
 
-void Engine::complete(RequestSlot* slot, Errc error) noexcept {
-  if (slot->state.load(std::memory_order_relaxed) != SlotState::pending) return;
-  if (slot->watched) unwatch_request(slot);
-  unexpose(slot);
-  slot->info.error = error;
-  slot->state.store(error == Errc::ok ? SlotState::done : SlotState::failed, std::memory_order_release);
-}
-
 void Engine::fail_requests_of_dead_peers() noexcept {
   std::uint64_t deaths = deaths_.load(std::memory_order_acquire);
   if (deaths == deaths_applied_) return;

@@ -204,7 +204,13 @@ class Engine {
 
   // Request lifecycle (engine thread).
   void run_command(RequestSlot* slot) noexcept;
-  void complete(RequestSlot* slot, Errc error) noexcept;
+  void complete(RequestSlot* slot, Errc error) noexcept {
+    if (slot->state.load(std::memory_order_relaxed) != SlotState::pending) return;
+    if (slot->watched) unwatch_request(slot);
+    unexpose(slot);
+    slot->info.error = error;
+    slot->state.store(error == Errc::ok ? SlotState::done : SlotState::failed, std::memory_order_release);
+  }
   void progress_after_some_sends() noexcept;
   void fail_requests_of_dead_peers() noexcept;
   void note_death(int peer, std::string_view why) noexcept;
@@ -224,10 +230,20 @@ class Engine {
 
   // Peer liveness: probes and TETHER_PEER_TIMEOUT (engine_liveness.cpp).
   using Clock = std::chrono::steady_clock;
-  void watch_request(RequestSlot* slot) noexcept;
-  void unwatch_request(RequestSlot* slot) noexcept;
+  void watch_request(RequestSlot* slot) noexcept {
+    if (!watchable(slot->peer)) return;  // the wildcard source, self
+    slot->watched = true;
+    count_waiter(slot->peer);
+  }
+  void unwatch_request(RequestSlot* slot) noexcept {
+    slot->watched = false;
+    --peers_[static_cast<std::size_t>(slot->peer)].waiting_requests;  // watched: a peer watch_request counted
+  }
   void count_waiter(int peer_rank) noexcept;
-  [[nodiscard]] bool watchable(int peer_rank) const noexcept;
+  // Another rank of the job, with liveness on (TETHER_PEER_TIMEOUT 0s: never watched).
+  [[nodiscard]] bool watchable(int peer_rank) const noexcept {
+    return peer_rank >= 0 && peer_rank < size_ && peer_rank != rank_ && options_.peer_timeout.count() != 0;
+  }
   void check_liveness() noexcept;
   void check_peer(int peer, Clock::time_point now) noexcept;
   void send_probe(int peer, MessageKind kind) noexcept;
@@ -318,7 +334,12 @@ class Engine {
   const Registration* expose_cached(RequestSlot* slot, void* buffer, std::size_t bytes) noexcept;
   RegistrationCache* user_cache() noexcept;
   Registrar& user_registrar() noexcept;  // the transport's, or TETHER_INJECT_MEMLOCK_FAILURE's
-  void unexpose(RequestSlot* slot) noexcept;
+  void unexpose(RequestSlot* slot) noexcept {
+    slot->pool_key.release();  // TETHER_REMOTE_KEYS=exact: the peer's key stops working here
+    slot->cached.release();
+    if (slot->registered) deregister_exposed(slot);
+  }
+  void deregister_exposed(RequestSlot* slot) noexcept;
   void* descriptor_of(RequestSlot* slot, const void* buffer) noexcept;
   RendezvousProtocol choose_protocol() const noexcept;
 

@@ -18,22 +18,6 @@ double seconds(std::chrono::nanoseconds duration) { return std::chrono::duration
 
 }  // namespace
 
-// Another rank of the job, with liveness on (TETHER_PEER_TIMEOUT 0s: never watched).
-bool Engine::watchable(int peer_rank) const noexcept {
-  return peer_rank >= 0 && peer_rank < size_ && peer_rank != rank_ && options_.peer_timeout.count() != 0;
-}
-
-void Engine::watch_request(RequestSlot* slot) noexcept {
-  if (!watchable(slot->peer)) return;  // the wildcard source, self
-  slot->watched = true;
-  count_waiter(slot->peer);
-}
-
-void Engine::unwatch_request(RequestSlot* slot) noexcept {
-  slot->watched = false;
-  --peers_[static_cast<std::size_t>(slot->peer)].waiting_requests;  // watched: a peer watch_request counted
-}
-
 void Engine::watch_peer(int peer_rank) noexcept {
   if (watchable(peer_rank)) count_waiter(peer_rank);
 }

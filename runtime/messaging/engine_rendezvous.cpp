@@ -88,10 +88,7 @@ RegistrationCache* Engine::user_cache() noexcept {
   return user_cache_.get();
 }
 
-void Engine::unexpose(RequestSlot* slot) noexcept {
-  slot->pool_key.release();  // TETHER_REMOTE_KEYS=exact: the peer's key stops working here
-  slot->cached.release();
-  if (!slot->registered) return;
+void Engine::deregister_exposed(RequestSlot* slot) noexcept {
   user_registrar().deregister(slot->registration);
   slot->registered = false;
 }

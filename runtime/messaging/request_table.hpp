@@ -86,13 +86,27 @@ class RequestTable {
   // A pending slot, or nullptr when every slot is in use.
   RequestSlot* acquire(RequestKind kind, Request& request) noexcept;
   // The slot `request` names if it is still current; nullptr if stale or out of range.
-  RequestSlot* find(const Request& request) noexcept;
+  RequestSlot* find(const Request& request) noexcept {
+    if (request.slot >= capacity_) return nullptr;
+    RequestSlot& slot = slots_[request.slot];
+    if (slot.generation.load(std::memory_order_acquire) != request.generation) return nullptr;
+    if (slot.state.load(std::memory_order_acquire) == SlotState::free) return nullptr;
+    return &slot;
+  }
   RequestSlot* find(RequestId id) noexcept;
   void release(RequestSlot* slot) noexcept;
   // For a caller holding the engine's progress lock: slots released under it wait in a
   // list of their own and are handed out again without a compare-and-swap.
-  RequestSlot* acquire_locked(RequestKind kind, Request& request) noexcept;
-  void release_locked(RequestSlot* slot) noexcept;
+  RequestSlot* acquire_locked(RequestKind kind, Request& request) noexcept {
+    if (free_locked_.empty()) return acquire(kind, request);
+    std::uint32_t index = free_locked_.back();
+    free_locked_.pop_back();
+    return prepare(index, kind, request);
+  }
+  void release_locked(RequestSlot* slot) noexcept {
+    retire(slot);
+    free_locked_.push_back(static_cast<std::uint32_t>(slot - slots_.get()));
+  }
   // The slot at `index`, for the engine that owns pending slots.
   [[nodiscard]] RequestSlot* at(std::uint32_t index) noexcept { return &slots_[index]; }
   [[nodiscard]] std::size_t pending_count() const noexcept;
@@ -101,8 +115,24 @@ class RequestTable {
 
  private:
   std::uint32_t capacity_;
-  RequestSlot* prepare(std::uint32_t index, RequestKind kind, Request& request) noexcept;
-  void retire(RequestSlot* slot) noexcept;
+  RequestSlot* prepare(std::uint32_t index, RequestKind kind, Request& request) noexcept {
+    RequestSlot& slot = slots_[index];
+    slot.kind = kind;
+    slot.info = MessageInfo{};
+    slot.registered = false;
+    slot.watched = false;
+    slot.chunks_left = 0;
+    slot.posted_bytes = 0;
+    slot.transfer_bytes = 0;
+    request = Request{index, slot.generation.load(std::memory_order_relaxed)};
+    slot.state.store(SlotState::pending, std::memory_order_release);
+    return &slot;
+  }
+  // Only the thread that finished the request releases it: no other writer to race.
+  void retire(RequestSlot* slot) noexcept {
+    slot->generation.store(slot->generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    slot->state.store(SlotState::free, std::memory_order_release);
+  }
 
   std::unique_ptr<RequestSlot[]> slots_;
   IndexStack free_;
