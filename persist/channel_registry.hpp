@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "persist/channel_state.hpp"
+#include "transport/shm/peer_copy.hpp"
 #include "runtime/messaging/engine.hpp"
 
 namespace tether::persist {
@@ -153,6 +154,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   std::uint64_t progress_passes_ = 0;
   std::uint32_t credit_batch_ = 0;                 // 0: a quarter of the slots
   std::uint32_t inline_max_ = 0;                   // TETHER_CHANNEL_INLINE_MAX, within a receive buffer
+  std::size_t streaming_from_ = transport::shm::streaming_copy_threshold();  // direct stores this large stream
   std::size_t l2_bytes_ = 0;                       // this CPU's L2 cache (1 MiB when unknown)
   std::chrono::nanoseconds connect_timeout_{};
   std::chrono::nanoseconds close_timeout_{};

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "persist/channel_registry.hpp"
+#include "transport/shm/peer_copy.hpp"
 #include "runtime/base/yield.hpp"
 
 namespace tether::persist {
@@ -165,7 +166,8 @@ Status ChannelRegistry::store_direct(ChannelState& channel, std::size_t bytes) n
     slot_word |= kSlotInline;
     ++stats_.flag_line_messages;
   } else {
-    std::memcpy(channel.direct_slots + slot * channel.shape.slot_bytes, channel.buffer_at(0), bytes);
+    transport::shm::copy_to_peer(channel.direct_slots + slot * channel.shape.slot_bytes, channel.buffer_at(0), bytes,
+                                 streaming_from_);
   }
   std::atomic_ref(*landing_slot_at(channel.direct_flags, position)).store(slot_word, std::memory_order_relaxed);
   std::uint64_t flag = ((send.started + 1) & 0xffffffffU) << 32 | bytes;

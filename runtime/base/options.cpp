@@ -100,6 +100,11 @@ constexpr Option kOptions[] = {
      "Use the shared-memory path for peers on this node (off: the network transport for all)"},
     {"TETHER_SHM_TRANSPORT", "own", Kind::choice,
      "The shared-memory path: own (tether's mailboxes and mapped arenas) or ofi (libfabric's shm)", "own|ofi"},
+    {"TETHER_SHM_STREAMING_COPY", "off", Kind::text,
+     "shm-own RMA writes and direct channel stores of at least this many bytes copy with non-temporal stores: "
+     "they skip reading each destination line first, but leave the bytes in memory, not in cache, so a "
+     "receiver that reads them soon waits longer (see docs/persist.md for figures); off, on (half of this "
+     "CPU's L2, where the source and the destination no longer both fit in it), or a size"},
     {"TETHER_NET_TRANSPORT", "auto", Kind::choice,
      "The network path (peers on other nodes, or every peer with TETHER_SHM=off): own (tether's TCP sockets) "
      "or ofi (libfabric, TETHER_OFI_PROVIDER); auto: ofi when TETHER_OFI_PROVIDER names a provider or libfabric "

@@ -91,7 +91,8 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 // "shm": tether's own shared-memory transport; "ofishm": libfabric's shm; "tcp": tether's
 // own TCP transport; "ofitcp": libfabric's tcp;ofi_rxm; "tcpsend": ofitcp with write
 // notifications sent as messages (TETHER_OFI_NOTIFY=send); "hybrid": ranks named as two
-// per node (as-nodes.sh), shm-own within a node, tcp-own between.
+// per node (as-nodes.sh), shm-own within a node, tcp-own between; "shmstream": shm-own
+// with every RMA write streamed (TETHER_SHM_STREAMING_COPY=0).
 // Every rank of `ranks` printed "rank R: SCENARIO passed".
 void expect_ranks_passed(const Outcome& outcome, int ranks, const std::string& scenario) {
   for (int rank = 0; rank < ranks; ++rank)
@@ -102,13 +103,16 @@ void expect_ranks_passed(const Outcome& outcome, int ranks, const std::string& s
 std::vector<std::string> environment_for(const Case& test_case) {
   bool libfabric_tcp = test_case.transport == "ofitcp" || test_case.transport == "tcpsend";
   bool network = test_case.transport == "tcp" || libfabric_tcp;
-  return {"TETHER_SHM=" + std::string(network ? "off" : "on"),
+  std::vector<std::string> environment{"TETHER_SHM_STREAMING_COPY=" + std::string(test_case.transport == "shmstream" ? "0" : "off")};
+  std::vector<std::string> paths{"TETHER_SHM=" + std::string(network ? "off" : "on"),
           "TETHER_NET_TRANSPORT=" + std::string(libfabric_tcp ? "ofi" : "own"), "TETHER_TCP_INTERFACE=lo",
           "TETHER_SHM_TRANSPORT=" + std::string(test_case.transport == "ofishm" ? "ofi" : "own"),
           "TETHER_RNDV_PROTOCOL=" + test_case.protocol,
           // tcp on loopback, not on a bridge that a concurrent netns test may remove
           "TETHER_OFI_DOMAIN=" + std::string(test_case.transport == "ofishm" ? "auto" : "lo"),
           "TETHER_OFI_NOTIFY=" + std::string(test_case.transport == "tcpsend" ? "send" : "auto")};
+  environment.insert(environment.end(), paths.begin(), paths.end());
+  return environment;
 }
 
 std::string fmt_route(int rank, int peer, const std::string& transport) {
@@ -138,6 +142,8 @@ std::vector<Case> all_cases() {
       cases.push_back({"sizes-pool", 3, transport, protocol});
       cases.push_back({"truncation", 2, transport, protocol});
     }
+  cases.push_back({"sizes", 2, "shmstream", "put"});
+  cases.push_back({"sizes-pool", 3, "shmstream", "put"});
   for (std::string transport : {"shm", "tcp"}) {
     cases.push_back({"ordering", 2, transport, "put"});
     cases.push_back({"wildcards", 4, transport, "put"});

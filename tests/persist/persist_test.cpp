@@ -44,6 +44,8 @@ std::vector<std::string> check_command(const Case& test_case) {
 // and tcp-own. The others run libfabric's tcp;ofi_rxm ("ofitcp").
 std::vector<std::string> transport_environment(const std::string& transport) {
   if (transport == "shm") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=own"};
+  if (transport == "shmstream")  // every direct store beyond the flag line streams
+    return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=own", "TETHER_SHM_STREAMING_COPY=0"};
   if (transport == "hybrid") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=own", "TETHER_TCP_INTERFACE=lo"};
   if (transport == "ofishm") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=ofi"};
   if (transport == "tcp") return {"TETHER_SHM=off", "TETHER_NET_TRANSPORT=own", "TETHER_TCP_INTERFACE=lo"};
@@ -105,6 +107,8 @@ std::vector<Case> tether_run_cases() {
   }
   for (std::string scenario : {"integrity", "partitioned", "bad-input", "close-in-flight"})  // libfabric's shm
     cases.push_back({scenario, 2, "ofishm", scenario == "integrity" ? "100000" : ""});
+  for (std::string scenario : {"integrity", "large", "duplex", "user-slots"})
+    cases.push_back({scenario, 2, "shmstream", scenario == "integrity" ? "100000" : ""});
   cases.push_back({"many", 3, "hybrid", ""});
   cases.push_back({"send-buffers", 2, "hybrid", ""});  // maps_peer_pool through the hybrid's routes
   cases.push_back({"integrity", 2, "tcpsend", "20000"});

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "transport/shm/peer_copy.hpp"
 #include "transport/shm/shm_transport.hpp"
 
 namespace tether::transport::shm {
@@ -174,7 +175,8 @@ Status ShmTransport::copy_with_peer(ShmPeer& peer, void* local, std::size_t leng
   if (remote.key != 0) {
     std::byte* mapped = peer_bytes(peer, remote, offset, length);
     if (mapped == nullptr) return Status::error;
-    std::memcpy(to_peer ? static_cast<void*>(mapped) : local, to_peer ? local : static_cast<void*>(mapped), length);
+    if (to_peer) copy_to_peer(mapped, local, length, streaming_from_);
+    else std::memcpy(local, mapped, length);
     return Status::done;
   }
   iovec here{local, length};

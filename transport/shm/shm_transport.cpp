@@ -17,7 +17,9 @@
 #include <mutex>
 #include <new>
 
+#include "runtime/base/config.hpp"
 #include "runtime/base/log.hpp"
+#include "transport/shm/peer_copy.hpp"
 
 namespace tether::transport::shm {
 namespace {
@@ -130,6 +132,9 @@ Expected<Registration> ShmRegistrar::register_range(void* address, std::size_t l
 
 Expected<std::unique_ptr<Transport>> ShmTransport::open() {
   std::unique_ptr<ShmTransport> transport(new ShmTransport());
+  auto streaming_from = parse_streaming_copy(config::Config::global().text("TETHER_SHM_STREAMING_COPY"));
+  if (!streaming_from) return tl::unexpected(streaming_from.error());
+  transport->streaming_from_ = *streaming_from;
   if (auto created = transport->create_mailbox(kRingCount); !created) return tl::unexpected(created.error());
   Limits& limits = transport->limits_;
   limits.max_message_bytes = kEntryPayloadBytes;
