@@ -63,6 +63,10 @@ for round in $(seq 1 "$rounds"); do
     timeout 60 "$apps/tether-bench-cache-line" --csv >"$results/floor.$round" 2>"$results/floor.$round.err" ||
       echo "# tether-bench-cache-line failed: $(tail -3 "$results/floor.$round.err")"
   fi
+  if [ -x "$apps/tether-bench-copy" ]; then
+    timeout 60 "$apps/tether-bench-copy" --size 1M --csv >"$results/ceiling.$round" 2>"$results/ceiling.$round.err" ||
+      echo "# tether-bench-copy failed: $(tail -3 "$results/ceiling.$round.err")"
+  fi
   for path in shm ofi-shm tcp; do
     tether_run "$path" "$round"
     if ((have_mpi)) && [ "$path" != ofi-shm ]; then mpi_run "$path" "$round"; fi
@@ -138,4 +142,8 @@ floor=$(best floor cache-line 64 latency)
 echo
 echo "# on-node floor: one 64-byte cache line bounced between two CPUs (tether-bench-cache-line), best of" \
   "$rounds: $floor us; the channel's 8 B on-node latency is $(ratio "$(best tether-shm channel 8 latency)" "$floor")x it"
+ceiling=$(best ceiling memcpy 1048576 bandwidth)
+echo "# on-node ceiling for one copy: memcpy of 1 MiB in one process (tether-bench-copy), best of $rounds:" \
+  "$ceiling MB/s; the channel's 1 MiB on-node bandwidth is $(ratio "$(best tether-shm channel 1048576 bandwidth)" \
+  "$ceiling")x it, Open MPI's $(ratio "$(best mpi-shm persistent 1048576 bandwidth)" "$ceiling")x"
 exit 0

@@ -101,6 +101,12 @@ for round in $(seq 1 "$rounds"); do
       echo "# tether-bench-cache-line failed: $(tail -3 "$results/floor.$round.err")" >&2; } |
       awk -F, '$1 == "cache-line" { print "8," $3 }' >"$results/floor.$round"
   fi
+  # the ceiling for one-copy bandwidth: memcpy of 1 MiB in one process, as "size,MB/s" rows
+  if [ -x "$apps/tether-bench-copy" ]; then
+    { timeout 60 "$apps/tether-bench-copy" --size 1M --csv 2>"$results/ceiling.$round.err" ||
+      echo "# tether-bench-copy failed: $(tail -3 "$results/ceiling.$round.err")" >&2; } |
+      awk -F, '$1 == "memcpy" { print $2 "," $4 }' >"$results/ceiling.$round"
+  fi
 done
 
 # full_table NAME TITLE COLUMN min|max: the best-of-rounds table at every size
@@ -145,4 +151,8 @@ done
 [ "$(best transport-shm 8 min)" = n/a ] && echo "# transport-level n/a: tether-bench-transport missing or printed no figure"
 echo "# on-node floor (tether-bench-cache-line: one cache line bounced between two CPUs): $(best floor 8 min) us;" \
   "tether's on-node 8 B is $(ratio "$(best tether-shm-pingpong 8 min)" "$(best floor 8 min)")x it"
+ceiling=$(best ceiling 1048576 max)
+echo "# on-node ceiling for one copy (tether-bench-copy: memcpy of 1 MiB in one process): $ceiling MB/s;" \
+  "tether's on-node 1 MiB bw is $(ratio "$(best tether-shm-bw 1048576 max)" "$ceiling")x it, Open MPI's" \
+  "$(ratio "$(best mpi-shm-bw 1048576 max)" "$ceiling")x"
 exit 0
