@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Runs halo2d with every built --comm mode side by side (same grid, same ranks, same
-# run), prints an OSU-style table with each mode's speed-up over --comm mpi, and draws
-# the comparison as a PNG with gnuplot. Not part of the tests; keep it short on shared
-# machines.
+# Runs halo2d with every built --comm mode side by side: one job per rank count and grid,
+# in which the modes take turns on the same processes and memory (--comm mpi,persist,...
+# --rounds REPEATS; each rank keeps each mode's fastest round). Prints an OSU-style table
+# with each mode's speed-up over --comm mpi, and draws the comparison as a PNG with
+# gnuplot. Separate jobs per mode compared luck as much as modes: on a 2-core VM one
+# rank's stencil alone took 16.9-24.5 us per iteration from one job to the next. Not part
+# of the tests; keep it short on shared machines.
 #
 #   apps/bench/halo-modes.sh [BUILD_DIR]        (default: build)
 #
 # Environment: RANKS ("2 4"), SIZES ("256 8000"), MODES (every built mode),
-# ITERATIONS_SMALL (2000, for n <= 1024), ITERATIONS_LARGE (20: 5 left n=8000 within 2% noise), REPEATS (3, best kept),
-# OUT (BUILD_DIR/bench), LAUNCH (mpirun --oversubscribe; tether modes will use tether-run).
+# ITERATIONS_SMALL (2000, for n <= 1024), ITERATIONS_LARGE (20: 5 left n=8000 within 2% noise),
+# REPEATS (3: rounds per job, each mode's fastest kept), OUT (BUILD_DIR/bench),
+# LAUNCH (mpirun --oversubscribe: one launcher for tether and MPI modes alike).
 set -euo pipefail
 build=${1:-build}
 halo2d=$build/apps/halo2d
@@ -36,33 +40,33 @@ launch_for() {  # ranks
   if [[ $launch == mpirun* ]] && (($1 <= $(nproc))); then echo "$launch -x TETHER_YIELD=off"; else echo "$launch"; fi
 }
 
-# Median time per iteration (us) over ranks of one run.
-time_per_iteration_us() {  # ranks n iterations mode
-  $(launch_for "$1") -n "$1" "$halo2d" --n "$2" --iterations "$3" --comm "$4" --csv --verify auto |
-    awk -F, 'NR == 2 { if ($16 != "yes") exit 1; print $11 }' || {
+# One job with every mode: "mode median_us" per mode (median over ranks of each rank's
+# fastest round).
+time_per_iteration_us() {  # ranks n iterations modes(comma-separated)
+  $(launch_for "$1") -n "$1" "$halo2d" --n "$2" --iterations "$3" --comm "$4" --rounds "$repeats" --csv --verify auto |
+    awk -F, 'NR > 1 { if ($16 != "yes") exit 1; print $2, $11 }' || {
     echo "run-bench: halo2d -n $1 --n $2 --comm $4 failed or was not verified" >&2; exit 1; }
 }
 
 data=$out/halo2d-modes.dat
 {
-  echo "# halo2d --comm modes, best of $repeats runs, median over ranks; speed-up = mpi time / mode time"
+  echo "# halo2d --comm modes in one job per row group, $repeats rounds (each rank's fastest), median over ranks;" \
+    "speed-up = mpi time / mode time"
   printf '# %-8s %-6s %-12s %18s %16s\n' Ranks N Comm "Iter median (us)" "Speed-up vs mpi"
 } | tee "$data"
-# The modes take turns within each round, so a slow stretch of the machine falls on all
-# of them; each mode keeps its best run.
+# The modes take turns within each round of the job, so a slow stretch of the machine
+# falls on all of them.
 ordered_modes=""
 for mode in mpi ${modes//mpi /}; do [[ " $modes " == *" $mode "* ]] && ordered_modes+="$mode "; done
+mode_list=${ordered_modes% }
+mode_list=${mode_list// /,}
 for ranks in $ranks_list; do
   for n in $sizes; do
     iterations=$iterations_small
     ((n <= 1024)) || iterations=$iterations_large
     declare -A best=()
-    for _ in $(seq "$repeats"); do
-      for mode in $ordered_modes; do
-        us=$(time_per_iteration_us "$ranks" "$n" "$iterations" "$mode")
-        best[$mode]=$(awk -v a="$us" -v b="${best[$mode]:-}" 'BEGIN { print (b == "" || a < b) ? a : b }')
-      done
-    done
+    job=$(time_per_iteration_us "$ranks" "$n" "$iterations" "$mode_list")
+    while read -r mode us; do best[$mode]=$us; done <<<"$job"
     for mode in $ordered_modes; do
       printf '  %-8s %-6s %-12s %18.2f %16.3f\n' "$ranks" "$n" "$mode" "${best[$mode]}" \
         "$(awk -v b="${best[mpi]}" -v t="${best[$mode]}" 'BEGIN { print b / t }')" | tee -a "$data"

@@ -1,7 +1,10 @@
 #include "apps/core/halo_app.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <string_view>
 #include <type_traits>
 
 #include <fmt/format.h>
@@ -82,73 +85,163 @@ Expected<void> draw_heatmap(CommBackend& backend, const Block& block, const Prob
   return write_heatmap_png(path, merge_heatmaps(all, mine.size()), heatmap_size(problem));
 }
 
-void print_results(const RunSummary& summary, const AppOptions& options) {
-  std::string text = format_summary(summary, options.format);
+void print_results(const std::vector<RunSummary>& summaries, const AppOptions& options) {
+  std::string text = format_summaries(summaries, options.format);
   if (options.format == OutputFormat::table) {
-    text += summary.verified ? fmt::format("verified: {}\n", summary.verification)
-                             : fmt::format("NOT verified: {}\n", summary.verification);
-    if (!summary.png_path.empty()) text += fmt::format("png: heat map written to {}\n", summary.png_path);
+    for (const RunSummary& summary : summaries) {
+      std::string mode = summaries.size() > 1 ? summary.comm + ": " : "";
+      text += summary.verified ? fmt::format("verified: {}{}\n", mode, summary.verification)
+                               : fmt::format("NOT verified: {}{}\n", mode, summary.verification);
+    }
+    if (!summaries[0].png_path.empty()) text += fmt::format("png: heat map written to {}\n", summaries[0].png_path);
   }
   std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
-  if (!summary.verified && options.verify != VerifyMode::none)
-    log::error("apps", "{}: NOT verified: {}", options.app, summary.verification);
+  for (const RunSummary& summary : summaries)
+    if (!summary.verified && options.verify != VerifyMode::none)
+      log::error("apps", "{} --comm {}: NOT verified: {}", options.app, summary.comm, summary.verification);
 }
 
-// Everything after the backend is up. Returns the exit code.
-int run_with_backend(AppOptions& options, CommBackend& backend) {
-  log::set_rank(backend.rank());
-  auto resolved = resolve_problem(options, backend.size());
-  if (!resolved) return backend.rank() == 0 ? report_error(options, resolved.error(), kExitSetup) : kExitSetup;
-  const Problem& problem = *resolved;
-  Block block(problem, backend.rank());
-  fill_initial(block, problem);
-  HaloPlan plan = make_halo_plan(block, problem, backend.rank());
-  auto exchange = backend.create_exchange(plan.pattern);
-  if (!exchange) return report_error(options, exchange.error(), kExitSetup);
-  if (auto ready = backend.barrier(); !ready) return report_error(options, ready.error(), kExitSetup);
+// One --comm mode of the run: its process group, its exchange, and this rank's fastest run.
+struct ModeRun {
+  std::string name;
+  std::unique_ptr<CommBackend> backend;
+  std::unique_ptr<HaloExchange> exchange;
+  RankReport fastest{};
+  bool ran = false;
+};
 
-  LoopSettings settings{options.fault, backend.rank() == (backend.size() > 1 ? 1 : 0), options.overlap};
-  auto times = run_iterations(block, problem, plan, **exchange, settings);
-  if (!times) {
-    (void)report_error(options, times.error(), kExitRun);
-    backend.abort_job(kExitRun);
+Expected<void> create_exchanges(std::vector<ModeRun>& modes, const HaloPlan& plan, int rank, int size) {
+  for (ModeRun& mode : modes) {
+    if (mode.backend->rank() != rank || mode.backend->size() != size)
+      return make_error(Errc::invalid_argument,
+                        fmt::format("--comm {} sees this process as rank {} of {}, --comm {} as rank {} of {}",
+                                    modes[0].name, rank, size, mode.name, mode.backend->rank(), mode.backend->size()),
+                        "run modes together under one launcher both understand (mpirun for tether and MPI modes)");
+    auto exchange = mode.backend->create_exchange(plan.pattern);
+    if (!exchange) return tl::unexpected(exchange.error());
+    mode.exchange = std::move(*exchange);
   }
-  exchange->reset();  // persistent requests go before the process group does
+  for (ModeRun& mode : modes)
+    if (auto ready = mode.backend->barrier(); !ready) return ready;
+  return {};
+}
 
-  RankReport mine{times->total_s, times->comm_s, times->compute_s, static_cast<double>(plan.halo_bytes_per_iteration),
-                  field_checksum(block, problem), 0, 0};
+// One run of `mode` from the initial field; this rank keeps it if it is its fastest.
+Expected<void> run_mode(ModeRun& mode, Block& block, const Problem& problem, const HaloPlan& plan,
+                        const LoopSettings& settings) {
+  fill_initial(block, problem);
+  if (auto ready = mode.backend->barrier(); !ready) return ready;
+  auto times = run_iterations(block, problem, plan, *mode.exchange, settings);
+  if (!times) return tl::unexpected(times.error());
+  if (!mode.ran || times->total_s < mode.fastest.total_s) {
+    mode.fastest.total_s = times->total_s;
+    mode.fastest.comm_s = times->comm_s;
+    mode.fastest.compute_s = times->compute_s;
+  }
+  mode.ran = true;
+  return {};
+}
+
+// The field `mode` left: its checksum and analytic error, for rank 0's verdict.
+void record_field(ModeRun& mode, const Block& block, const Problem& problem, const HaloPlan& plan,
+                  const AppOptions& options) {
+  mode.fastest.halo_bytes_per_iteration = static_cast<double>(plan.halo_bytes_per_iteration);
+  mode.fastest.checksum = field_checksum(block, problem);
   if (options.verify == VerifyMode::automatic || options.verify == VerifyMode::analytic) {
     AnalyticError error = analytic_error(block, problem, stencil_weights(problem.radius, problem.dims));
-    mine.analytic_max_error = error.max_error;
-    mine.analytic_max_exact = error.max_exact;
+    mode.fastest.analytic_max_error = error.max_error;
+    mode.fastest.analytic_max_exact = error.max_exact;
   }
-  auto gathered = backend.gather_to_root(bytes_of(mine));
-  if (!gathered) return report_error(options, gathered.error(), kExitRun);
+}
 
-  RunSummary summary;
-  std::uint8_t verified = 0;
-  if (backend.rank() == 0) {
+// Rank 0: every mode must leave the same field, bit for bit.
+void require_identical_fields(std::vector<RunSummary>& summaries) {
+  if (summaries.size() < 2) return;
+  for (RunSummary& summary : summaries) {
+    if (summary.checksum == summaries[0].checksum) continue;
+    summary.verified = false;
+    summary.verification += fmt::format("; its field differs from --comm {}'s (checksum 0x{:016x})",
+                                        summaries[0].comm, summaries[0].checksum);
+  }
+}
+
+// Everything after the modes are up: the first mode's process group holds the collectives.
+// Returns the exit code.
+int run_with_backends(AppOptions& options, std::vector<ModeRun>& modes) {
+  CommBackend& group = *modes[0].backend;
+  log::set_rank(group.rank());
+  auto resolved = resolve_problem(options, group.size());
+  if (!resolved) return group.rank() == 0 ? report_error(options, resolved.error(), kExitSetup) : kExitSetup;
+  const Problem& problem = *resolved;
+  Block block(problem, group.rank());
+  HaloPlan plan = make_halo_plan(block, problem, group.rank());
+  if (auto created = create_exchanges(modes, plan, group.rank(), group.size()); !created)
+    return report_error(options, created.error(), kExitSetup);
+
+  LoopSettings settings{options.fault, group.rank() == (group.size() > 1 ? 1 : 0), options.overlap};
+  for (int round = 0; round < options.rounds; ++round) {
+    for (ModeRun& mode : modes) {
+      if (auto ran = run_mode(mode, block, problem, plan, settings); !ran) {
+        (void)report_error(options, ran.error(), kExitRun);
+        mode.backend->abort_job(kExitRun);
+      }
+      if (round == options.rounds - 1) record_field(mode, block, problem, plan, options);
+    }
+  }
+  for (ModeRun& mode : modes) mode.exchange.reset();  // persistent requests go before the process groups do
+
+  std::vector<RunSummary> summaries;
+  for (ModeRun& mode : modes) {
+    auto gathered = group.gather_to_root(bytes_of(mode.fastest));
+    if (!gathered) return report_error(options, gathered.error(), kExitRun);
+    if (group.rank() != 0) continue;
     std::vector<RankReport> reports(gathered->size() / sizeof(RankReport));
     std::memcpy(reports.data(), gathered->data(), gathered->size());
-    summary = summarise(reports, problem);
+    RunSummary summary = summarise(reports, problem);
     summary.app = options.app;
-    summary.comm = options.comm;
+    summary.comm = mode.name;
     summary.overlap = options.overlap;
     judge(summary, options);
-    verified = summary.verified ? 1 : 0;
+    summaries.push_back(std::move(summary));
   }
-  if (auto shared = backend.broadcast_from_root(std::as_writable_bytes(std::span<std::uint8_t>(&verified, 1))); !shared)
+  std::uint8_t verified = 0;
+  if (group.rank() == 0) {
+    require_identical_fields(summaries);
+    verified = std::all_of(summaries.begin(), summaries.end(), [](const RunSummary& s) { return s.verified; }) ? 1 : 0;
+  }
+  if (auto shared = group.broadcast_from_root(std::as_writable_bytes(std::span<std::uint8_t>(&verified, 1))); !shared)
     return report_error(options, shared.error(), kExitRun);
 
   if (!options.png_path.empty()) {
-    if (auto drawn = draw_heatmap(backend, block, problem, options.png_path); !drawn)
+    if (auto drawn = draw_heatmap(group, block, problem, options.png_path); !drawn)
       return report_error(options, drawn.error(), kExitSetup);
-    summary.png_path = options.png_path;
+    for (RunSummary& summary : summaries) summary.png_path = options.png_path;
   }
-  if (backend.rank() == 0) print_results(summary, options);
+  if (group.rank() == 0) print_results(summaries, options);
   bool accepted = verified == 1 || options.verify == VerifyMode::none;
   return accepted ? 0 : kExitNotVerified;
+}
+
+// The modes --comm lists, each once, started in order.
+Expected<std::vector<ModeRun>> start_modes(const std::string& list, int& argc, char**& argv) {
+  std::vector<ModeRun> modes;
+  for (std::string_view rest = list; !rest.empty();) {
+    std::string_view name = rest.substr(0, rest.find(','));
+    rest = name.size() < rest.size() ? rest.substr(name.size() + 1) : std::string_view{};
+    auto mode = find_comm_mode(name);
+    if (!mode) return tl::unexpected(mode.error());
+    for (const ModeRun& started : modes)
+      if (started.name == name)
+        return make_error(Errc::invalid_argument, fmt::format("--comm {} lists {} twice", list, name),
+                          "list each mode once (--rounds runs them again)");
+    auto backend = (*mode)->start(argc, argv);
+    if (!backend) return tl::unexpected(backend.error());
+    modes.push_back(ModeRun{std::string(name), std::move(*backend), nullptr, {}, false});
+  }
+  if (modes.empty())
+    return make_error(Errc::invalid_argument, "--comm names no mode", "give a mode, or several separated by commas");
+  return modes;
 }
 
 }  // namespace
@@ -161,12 +254,11 @@ int run_halo_app(AppOptions& options, const std::vector<ArgumentSpec>& specs, in
     return 0;
   }
   if (options.comm.empty()) options.comm = std::string(default_comm_mode());
-  auto mode = find_comm_mode(options.comm);
-  if (!mode) return report_error(options, mode.error(), kExitSetup);
-  auto backend = (*mode)->start(argc, argv);
-  if (!backend) return report_error(options, backend.error(), kExitSetup);
-  int exit_code = run_with_backend(options, **backend);
-  if (auto finished = (*backend)->finish(); !finished) return report_error(options, finished.error(), kExitRun);
+  auto modes = start_modes(options.comm, argc, argv);
+  if (!modes) return report_error(options, modes.error(), kExitSetup);
+  int exit_code = run_with_backends(options, *modes);
+  for (auto mode = modes->rbegin(); mode != modes->rend(); ++mode)
+    if (auto finished = mode->backend->finish(); !finished) return report_error(options, finished.error(), kExitRun);
   return exit_code;
 }
 

@@ -22,7 +22,8 @@ struct AppOptions {
   bool procs_given = false;
   // halo3d: problem.global_cells holds cells per rank until the process grid is known.
   bool cells_are_per_rank = false;
-  std::string comm;  // empty: the default mode
+  std::string comm;  // empty: the default mode; several, comma-separated, run in one job
+  int rounds = 1;    // runs of every mode, taking turns; each rank keeps its fastest
   VerifyMode verify = VerifyMode::automatic;
   OutputFormat format = OutputFormat::table;
   std::string png_path;

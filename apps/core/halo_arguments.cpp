@@ -54,12 +54,16 @@ std::vector<ArgumentSpec> common_arguments(AppOptions& options) {
          problem.compute_us = *value;
          return {};
        }},
-      {"--comm", "MODE",
-       fmt::format("how halos move (default: {}); modes:\n{}", default_comm_mode(), describe_comm_modes()),
+      {"--comm", "MODE[,MODE...]",
+       fmt::format("how halos move (default: {}); several modes run in this one job, on the same processes "
+                   "and memory, taking turns (--rounds); modes:\n{}",
+                   default_comm_mode(), describe_comm_modes()),
        [&](std::string_view v) -> Expected<void> {
          options.comm = std::string(v);
          return {};
        }},
+      {"--rounds", "R", "runs of every --comm mode, taking turns; each rank keeps its fastest (default 1)",
+       [&](std::string_view v) { return set_int(options.rounds, "--rounds", v, 1, 1000); }},
       {"--overlap", "on|off",
        "on (default): compute the cells that need no halo while the halos travel; off: exchange first",
        [&](std::string_view v) -> Expected<void> {

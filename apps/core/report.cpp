@@ -29,24 +29,30 @@ std::string json_escape(std::string_view text) {
   return escaped;
 }
 
-std::string format_table(const RunSummary& s) {
+// The table's header: the run, then the column names. `comm` names every mode of the run.
+std::string table_header(const RunSummary& s, std::string_view comm) {
   std::string text = fmt::format(
       "# {} comm={} ranks={} procs={} grid={} radius={} fields={} iterations={} compute-us={} stencil={} "
       "overlap={}\n",
-      s.app, s.comm, s.ranks, format_procs(s.problem), format_cells(s.problem), s.problem.radius, s.problem.fields,
+      s.app, comm, s.ranks, format_procs(s.problem), format_cells(s.problem), s.problem.radius, s.problem.fields,
       s.problem.iterations, s.problem.compute_us, stencil_copy_name(), s.overlap ? "on" : "off");
   text += fmt::format("# checksum 0x{:016x}\n", s.checksum);
   text += fmt::format("# {:<12}{:>16}{:>18}{:>16}{:>16}{:>14}\n", "Comm", "Iter min (us)", "Iter median (us)",
                       "Comm share (%)", "Halo MB/s", "MFlop/s");
-  text += fmt::format("{:<14}{:>16.2f}{:>18.2f}{:>16.1f}{:>16.1f}{:>14.1f}\n", s.comm, s.iteration_us_min,
-                      s.iteration_us_median, s.comm_share_percent, s.halo_bytes_per_s / 1e6, s.mflops);
   return text;
 }
 
-std::string format_csv(const RunSummary& s) {
+std::string table_row(const RunSummary& s) {
+  return fmt::format("{:<14}{:>16.2f}{:>18.2f}{:>16.1f}{:>16.1f}{:>14.1f}\n", s.comm, s.iteration_us_min,
+                     s.iteration_us_median, s.comm_share_percent, s.halo_bytes_per_s / 1e6, s.mflops);
+}
+
+constexpr std::string_view kCsvHeader =
+    "app,comm,ranks,procs,grid,radius,fields,iterations,compute_us,iter_us_min,iter_us_median,"
+    "comm_share_percent,halo_mb_per_s,mflops,checksum,verified,overlap\n";
+
+std::string csv_row(const RunSummary& s) {
   return fmt::format(
-      "app,comm,ranks,procs,grid,radius,fields,iterations,compute_us,iter_us_min,iter_us_median,"
-      "comm_share_percent,halo_mb_per_s,mflops,checksum,verified,overlap\n"
       "{},{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.2f},{:.3f},{:.3f},0x{:016x},{},{}\n",
       s.app, s.comm, s.ranks, format_procs(s.problem), format_cells(s.problem), s.problem.radius,
       s.problem.fields, s.problem.iterations, s.problem.compute_us, s.iteration_us_min, s.iteration_us_median,
@@ -98,12 +104,26 @@ RunSummary summarise(std::span<const RankReport> reports, const Problem& problem
 }
 
 std::string format_summary(const RunSummary& summary, OutputFormat format) {
-  switch (format) {
-    case OutputFormat::csv: return format_csv(summary);
-    case OutputFormat::json: return format_json(summary);
-    case OutputFormat::table: break;
+  return format_summaries(std::span(&summary, 1), format);
+}
+
+std::string format_summaries(std::span<const RunSummary> summaries, OutputFormat format) {
+  if (summaries.empty()) return {};
+  std::string text;
+  if (format == OutputFormat::json) {
+    if (summaries.size() == 1) return format_json(summaries[0]);
+    for (const RunSummary& s : summaries) {
+      std::string object = format_json(s);
+      object.pop_back();  // its newline
+      text += (text.empty() ? "[" : ",\n ") + object;
+    }
+    return text + "]\n";
   }
-  return format_table(summary);
+  std::vector<std::string_view> names;
+  for (const RunSummary& s : summaries) names.push_back(s.comm);
+  text = format == OutputFormat::csv ? std::string(kCsvHeader) : table_header(summaries[0], fmt::format("{}", fmt::join(names, ",")));
+  for (const RunSummary& s : summaries) text += format == OutputFormat::csv ? csv_row(s) : table_row(s);
+  return text;
 }
 
 }  // namespace tether::apps

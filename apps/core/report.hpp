@@ -46,5 +46,8 @@ struct RunSummary {
 enum class OutputFormat { table, csv, json };
 
 [[nodiscard]] std::string format_summary(const RunSummary& summary, OutputFormat format);
+// Several modes of one run: one table (header of the first, a row per mode), one CSV
+// header and a row per mode, or a JSON array. One summary: as format_summary.
+[[nodiscard]] std::string format_summaries(std::span<const RunSummary> summaries, OutputFormat format);
 
 }  // namespace tether::apps

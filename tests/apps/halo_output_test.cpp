@@ -1,6 +1,7 @@
 // Argument parsing, the --comm registry, the report formats and the PNG writer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -89,6 +90,32 @@ TEST(HaloReportTest, SummaryTakesMinAndMedianOverRanks) {
   std::string csv = format_summary(summary, OutputFormat::csv);
   EXPECT_NE(csv.find(",verified,overlap\n"), std::string::npos) << csv;
   EXPECT_EQ(csv.substr(csv.size() - 5), ",off\n") << csv;
+}
+
+// Several modes of one job: one table header naming them all and a row each, one CSV
+// header, a JSON array.
+TEST(HaloReportTest, ModesOfOneJobShareOneHeaderAndGetARowEach) {
+  Problem problem{2, {100, 100, 1}, {2, 1, 1}, 1, 1, 10, 0};
+  std::vector<RankReport> fast = {{1.0, 0.1, 0.9, 800, 7, 0, 1}, {1.0, 0.1, 0.9, 800, 7, 0, 1}};
+  std::vector<RankReport> slow = {{2.0, 1.1, 0.9, 800, 7, 0, 1}, {2.0, 1.1, 0.9, 800, 7, 0, 1}};
+  std::vector<RunSummary> summaries = {summarise(fast, problem), summarise(slow, problem)};
+  summaries[0].comm = "persist";
+  summaries[1].comm = "mpi";
+  std::string table = format_summaries(summaries, OutputFormat::table);
+  EXPECT_NE(table.find(" comm=persist,mpi "), std::string::npos) << table;
+  EXPECT_EQ(table.find("# Comm"), table.rfind("# Comm")) << table;
+  EXPECT_NE(table.find("\npersist "), std::string::npos) << table;
+  EXPECT_NE(table.find("\nmpi "), std::string::npos) << table;
+  std::string csv = format_summaries(summaries, OutputFormat::csv);
+  EXPECT_EQ(csv.find("app,comm"), csv.rfind("app,comm")) << csv;
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3) << csv;
+  EXPECT_NE(csv.find(",persist,2,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",mpi,2,"), std::string::npos) << csv;
+  std::string json = format_summaries(summaries, OutputFormat::json);
+  EXPECT_EQ(json.front(), '[') << json;
+  EXPECT_EQ(json.substr(json.size() - 2), "]\n") << json;
+  EXPECT_NE(json.find("\"comm\": \"mpi\""), std::string::npos) << json;
+  EXPECT_EQ(format_summaries(std::span(summaries).first(1), OutputFormat::json).front(), '{');
 }
 
 TEST(HaloHeatmapTest, WritesAPngWithTheGridsShape) {

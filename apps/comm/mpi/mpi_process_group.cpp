@@ -63,6 +63,9 @@ Expected<void> MpiProcessGroup::broadcast_from_root(std::span<std::byte> data) {
 Expected<void> MpiProcessGroup::finish() {
   if (finished_) return {};
   finished_ = true;
+  int finalized = 0;
+  MPI_Finalized(&finalized);  // another MPI mode of the run (--comm mpi,mpi-persist) did it
+  if (finalized) return {};
   if (int code = MPI_Finalize(); code != MPI_SUCCESS) return tl::unexpected(mpi_error("MPI_Finalize", code));
   return {};
 }

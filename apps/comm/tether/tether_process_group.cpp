@@ -49,6 +49,17 @@ Expected<void> TetherProcessGroup::broadcast_from_root(std::span<std::byte> data
   return {};
 }
 
+Expected<std::shared_ptr<Runtime>> shared_runtime() {
+  static std::weak_ptr<Runtime> current;
+  if (auto alive = current.lock()) return alive;
+  auto started = Runtime::start();
+  if (!started) return tl::unexpected(started.error());
+  std::shared_ptr<Runtime> runtime(std::move(*started));
+  current = runtime;
+  return runtime;
+}
+
+// Every tether mode of the run finishes in the same order on every rank: the barriers pair up.
 Expected<void> TetherProcessGroup::finish() {
   auto done = runtime_->barrier();
   runtime_.reset();

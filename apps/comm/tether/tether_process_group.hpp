@@ -16,7 +16,7 @@ inline constexpr int kCollectiveTag = 1 << 30;
 
 class TetherProcessGroup : public CommBackend {
  public:
-  explicit TetherProcessGroup(std::unique_ptr<Runtime> runtime) : runtime_(std::move(runtime)) {}
+  explicit TetherProcessGroup(std::shared_ptr<Runtime> runtime) : runtime_(std::move(runtime)) {}
 
   int rank() const noexcept override { return runtime_->rank(); }
   int size() const noexcept override { return runtime_->size(); }
@@ -31,13 +31,18 @@ class TetherProcessGroup : public CommBackend {
   [[nodiscard]] Error runtime_error(const char* what) const;
 
  private:
-  std::unique_ptr<Runtime> runtime_;
+  std::shared_ptr<Runtime> runtime_;  // shared by the tether modes of one run
 };
 
-// Starts tether's runtime (PMIx bootstrap: tether-run, mpirun, srun) under `Backend`.
+// This process's tether runtime: started on first use (PMIx bootstrap: tether-run, mpirun,
+// srun), then shared by every tether mode of the run (--comm persist,sendrecv) until the
+// last one finishes.
+[[nodiscard]] Expected<std::shared_ptr<Runtime>> shared_runtime();
+
+// Starts `Backend` over the shared runtime.
 template <class Backend>
 Expected<std::unique_ptr<CommBackend>> start_tether_process_group() {
-  auto runtime = Runtime::start();
+  auto runtime = shared_runtime();
   if (!runtime) return tl::unexpected(runtime.error());
   return std::make_unique<Backend>(std::move(*runtime));
 }
