@@ -41,8 +41,7 @@ ChannelRegistry::ChannelRegistry(messaging::Engine& engine)
   close_timeout_ = config.duration("TETHER_CHANNEL_CLOSE_TIMEOUT");
   std::size_t room = engine.receive_buffer_bytes() - messaging::kChannelHeaderBytes;
   inline_max_ = static_cast<std::uint32_t>(std::min<std::size_t>(config.size_bytes("TETHER_CHANNEL_INLINE_MAX"), room));
-  long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
-  l2_bytes_ = l2 > 0 ? static_cast<std::size_t>(l2) : std::size_t{1} << 20;
+  l2_bytes_ = transport::shm::l2_cache_bytes();
 }
 
 ChannelRegistry::~ChannelRegistry() {

@@ -168,6 +168,7 @@ Status ChannelRegistry::store_direct(ChannelState& channel, std::size_t bytes) n
   } else {
     transport::shm::copy_to_peer(channel.direct_slots + slot * channel.shape.slot_bytes, channel.buffer_at(0), bytes,
                                  streaming_from_);
+    if (bytes >= streaming_from_) ++stats_.streamed_stores;
   }
   std::atomic_ref(*landing_slot_at(channel.direct_flags, position)).store(slot_word, std::memory_order_relaxed);
   std::uint64_t flag = ((send.started + 1) & 0xffffffffU) << 32 | bytes;

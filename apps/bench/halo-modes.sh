@@ -44,7 +44,8 @@ launch_for() {  # ranks
 # fastest round).
 time_per_iteration_us() {  # ranks n iterations modes(comma-separated)
   $(launch_for "$1") -n "$1" "$halo2d" --n "$2" --iterations "$3" --comm "$4" --rounds "$repeats" --csv --verify auto |
-    awk -F, 'NR > 1 { if ($16 != "yes") exit 1; print $2, $11 }' || {
+    awk -F, 'NR > 1 { if ($16 != "yes") { print "run-bench: --comm " $2 " was not verified" > "/dev/stderr"; exit 1 }
+                      print $2, $11 }' || {
     echo "run-bench: halo2d -n $1 --n $2 --comm $4 failed or was not verified" >&2; exit 1; }
 }
 
@@ -67,6 +68,9 @@ for ranks in $ranks_list; do
     declare -A best=()
     job=$(time_per_iteration_us "$ranks" "$n" "$iterations" "$mode_list")
     while read -r mode us; do best[$mode]=$us; done <<<"$job"
+    for mode in $ordered_modes; do
+      [ -n "${best[$mode]:-}" ] || { echo "run-bench: the job printed no row for --comm $mode" >&2; exit 1; }
+    done
     for mode in $ordered_modes; do
       printf '  %-8s %-6s %-12s %18.2f %16.3f\n' "$ranks" "$n" "$mode" "${best[$mode]}" \
         "$(awk -v b="${best[mpi]}" -v t="${best[$mode]}" 'BEGIN { print b / t }')" | tee -a "$data"

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <type_traits>
 
@@ -46,15 +47,21 @@ std::span<const std::byte> bytes_of(const T& value) {
 }
 
 // Rank 0's verdict: the serial reference and/or the analytic check.
-void judge(RunSummary& summary, const AppOptions& options) {
-  const Problem& problem = summary.problem;
+// The serial reference's checksum where the verify mode asks for it (rank 0, once per run).
+std::optional<std::uint64_t> serial_reference(const AppOptions& options, const Problem& problem) {
   bool serial = options.verify == VerifyMode::serial ||
                 (options.verify == VerifyMode::automatic && serial_reference_is_cheap(problem));
+  if (!serial) return std::nullopt;
+  return serial_reference_checksum(problem);
+}
+
+void judge(RunSummary& summary, const AppOptions& options, std::optional<std::uint64_t> serial_checksum) {
+  const Problem& problem = summary.problem;
   bool analytic = options.verify == VerifyMode::analytic || options.verify == VerifyMode::automatic;
   std::vector<std::string> findings;
   summary.verified = true;
-  if (serial) {
-    std::uint64_t reference = serial_reference_checksum(problem);
+  if (serial_checksum) {
+    std::uint64_t reference = *serial_checksum;
     bool same = reference == summary.checksum;
     summary.verified = summary.verified && same;
     findings.push_back(same ? fmt::format("bitwise equal to the serial reference (checksum 0x{:016x})", reference)
@@ -111,13 +118,21 @@ struct ModeRun {
   bool ran = false;
 };
 
-Expected<void> create_exchanges(std::vector<ModeRun>& modes, const HaloPlan& plan, int rank, int size) {
-  for (ModeRun& mode : modes) {
-    if (mode.backend->rank() != rank || mode.backend->size() != size)
+// Every mode must see this process as the same rank of the same job.
+Expected<void> check_modes_agree(const std::vector<ModeRun>& modes) {
+  const CommBackend& first = *modes[0].backend;
+  for (const ModeRun& mode : modes)
+    if (mode.backend->rank() != first.rank() || mode.backend->size() != first.size())
       return make_error(Errc::invalid_argument,
                         fmt::format("--comm {} sees this process as rank {} of {}, --comm {} as rank {} of {}",
-                                    modes[0].name, rank, size, mode.name, mode.backend->rank(), mode.backend->size()),
+                                    modes[0].name, first.rank(), first.size(), mode.name, mode.backend->rank(),
+                                    mode.backend->size()),
                         "run modes together under one launcher both understand (mpirun for tether and MPI modes)");
+  return {};
+}
+
+Expected<void> create_exchanges(std::vector<ModeRun>& modes, const HaloPlan& plan) {
+  for (ModeRun& mode : modes) {
     auto exchange = mode.backend->create_exchange(plan.pattern);
     if (!exchange) return tl::unexpected(exchange.error());
     mode.exchange = std::move(*exchange);
@@ -155,29 +170,21 @@ void record_field(ModeRun& mode, const Block& block, const Problem& problem, con
   }
 }
 
-// Rank 0: every mode must leave the same field, bit for bit.
-void require_identical_fields(std::vector<RunSummary>& summaries) {
-  if (summaries.size() < 2) return;
-  for (RunSummary& summary : summaries) {
-    if (summary.checksum == summaries[0].checksum) continue;
-    summary.verified = false;
-    summary.verification += fmt::format("; its field differs from --comm {}'s (checksum 0x{:016x})",
-                                        summaries[0].comm, summaries[0].checksum);
-  }
-}
-
 // Everything after the modes are up: the first mode's process group holds the collectives.
 // Returns the exit code.
 int run_with_backends(AppOptions& options, std::vector<ModeRun>& modes) {
   CommBackend& group = *modes[0].backend;
   log::set_rank(group.rank());
+  if (auto agreed = check_modes_agree(modes); !agreed) return report_error(options, agreed.error(), kExitSetup);
   auto resolved = resolve_problem(options, group.size());
   if (!resolved) return group.rank() == 0 ? report_error(options, resolved.error(), kExitSetup) : kExitSetup;
   const Problem& problem = *resolved;
   Block block(problem, group.rank());
   HaloPlan plan = make_halo_plan(block, problem, group.rank());
-  if (auto created = create_exchanges(modes, plan, group.rank(), group.size()); !created)
-    return report_error(options, created.error(), kExitSetup);
+  if (auto created = create_exchanges(modes, plan); !created) {  // may fail on one rank: end them all
+    (void)report_error(options, created.error(), kExitSetup);
+    group.abort_job(kExitSetup);
+  }
 
   LoopSettings settings{options.fault, group.rank() == (group.size() > 1 ? 1 : 0), options.overlap};
   for (int round = 0; round < options.rounds; ++round) {
@@ -192,6 +199,8 @@ int run_with_backends(AppOptions& options, std::vector<ModeRun>& modes) {
   for (ModeRun& mode : modes) mode.exchange.reset();  // persistent requests go before the process groups do
 
   std::vector<RunSummary> summaries;
+  std::optional<std::uint64_t> serial_checksum;
+  if (group.rank() == 0) serial_checksum = serial_reference(options, problem);
   for (ModeRun& mode : modes) {
     auto gathered = group.gather_to_root(bytes_of(mode.fastest));
     if (!gathered) return report_error(options, gathered.error(), kExitRun);
@@ -202,7 +211,7 @@ int run_with_backends(AppOptions& options, std::vector<ModeRun>& modes) {
     summary.app = options.app;
     summary.comm = mode.name;
     summary.overlap = options.overlap;
-    judge(summary, options);
+    judge(summary, options, serial_checksum);
     summaries.push_back(std::move(summary));
   }
   std::uint8_t verified = 0;
@@ -224,23 +233,37 @@ int run_with_backends(AppOptions& options, std::vector<ModeRun>& modes) {
 }
 
 // The modes --comm lists, each once, started in order.
-Expected<std::vector<ModeRun>> start_modes(const std::string& list, int& argc, char**& argv) {
-  std::vector<ModeRun> modes;
-  for (std::string_view rest = list; !rest.empty();) {
-    std::string_view name = rest.substr(0, rest.find(','));
-    rest = name.size() < rest.size() ? rest.substr(name.size() + 1) : std::string_view{};
+// The modes --comm lists, each known and listed once; nothing is started yet.
+Expected<std::vector<const CommMode*>> listed_modes(std::string_view list) {
+  std::vector<const CommMode*> modes;
+  std::size_t begin = 0;
+  for (;;) {
+    std::size_t comma = list.find(',', begin);
+    std::string_view name = list.substr(begin, comma == std::string_view::npos ? comma : comma - begin);
+    if (name.empty())
+      return make_error(Errc::invalid_argument, fmt::format("--comm {} has an empty mode", list),
+                        "give one mode, or several separated by single commas");
     auto mode = find_comm_mode(name);
     if (!mode) return tl::unexpected(mode.error());
-    for (const ModeRun& started : modes)
-      if (started.name == name)
-        return make_error(Errc::invalid_argument, fmt::format("--comm {} lists {} twice", list, name),
-                          "list each mode once (--rounds runs them again)");
-    auto backend = (*mode)->start(argc, argv);
-    if (!backend) return tl::unexpected(backend.error());
-    modes.push_back(ModeRun{std::string(name), std::move(*backend), nullptr, {}, false});
+    if (std::find(modes.begin(), modes.end(), *mode) != modes.end())
+      return make_error(Errc::invalid_argument, fmt::format("--comm {} lists {} twice", list, name),
+                        "list each mode once (--rounds runs them again)");
+    modes.push_back(*mode);
+    if (comma == std::string_view::npos) return modes;
+    begin = comma + 1;
   }
-  if (modes.empty())
-    return make_error(Errc::invalid_argument, "--comm names no mode", "give a mode, or several separated by commas");
+}
+
+// Starts every mode --comm lists, in order.
+Expected<std::vector<ModeRun>> start_modes(const std::string& list, int& argc, char**& argv) {
+  auto listed = listed_modes(list);
+  if (!listed) return tl::unexpected(listed.error());
+  std::vector<ModeRun> modes;
+  for (const CommMode* mode : *listed) {
+    auto backend = mode->start(argc, argv);
+    if (!backend) return tl::unexpected(backend.error());
+    modes.push_back(ModeRun{std::string(mode->name), std::move(*backend), nullptr, {}, false});
+  }
   return modes;
 }
 
@@ -257,6 +280,7 @@ int run_halo_app(AppOptions& options, const std::vector<ArgumentSpec>& specs, in
   auto modes = start_modes(options.comm, argc, argv);
   if (!modes) return report_error(options, modes.error(), kExitSetup);
   int exit_code = run_with_backends(options, *modes);
+  for (ModeRun& mode : *modes) mode.exchange.reset();  // an early return may leave them: they go first
   for (auto mode = modes->rbegin(); mode != modes->rend(); ++mode)
     if (auto finished = mode->backend->finish(); !finished) return report_error(options, finished.error(), kExitRun);
   return exit_code;

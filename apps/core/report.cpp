@@ -103,6 +103,19 @@ RunSummary summarise(std::span<const RankReport> reports, const Problem& problem
   return summary;
 }
 
+void require_identical_fields(std::span<RunSummary> summaries) {
+  bool identical = std::all_of(summaries.begin(), summaries.end(),
+                               [&](const RunSummary& s) { return s.checksum == summaries[0].checksum; });
+  if (identical) return;
+  std::vector<std::string> checksums;
+  for (const RunSummary& s : summaries) checksums.push_back(fmt::format("{} 0x{:016x}", s.comm, s.checksum));
+  std::string finding = fmt::format("; the modes' fields differ ({})", fmt::join(checksums, ", "));
+  for (RunSummary& s : summaries) {
+    s.verified = false;
+    s.verification += finding;
+  }
+}
+
 std::string format_summary(const RunSummary& summary, OutputFormat format) {
   return format_summaries(std::span(&summary, 1), format);
 }

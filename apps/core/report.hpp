@@ -43,6 +43,10 @@ struct RunSummary {
 
 [[nodiscard]] RunSummary summarise(std::span<const RankReport> reports, const Problem& problem);
 
+// Several modes of one run must leave the same field, bit for bit: where they do not,
+// every mode is marked not verified, with each mode's checksum named.
+void require_identical_fields(std::span<RunSummary> summaries);
+
 enum class OutputFormat { table, csv, json };
 
 [[nodiscard]] std::string format_summary(const RunSummary& summary, OutputFormat format);

@@ -118,6 +118,27 @@ TEST(HaloReportTest, ModesOfOneJobShareOneHeaderAndGetARowEach) {
   EXPECT_EQ(format_summaries(std::span(summaries).first(1), OutputFormat::json).front(), '{');
 }
 
+// A mode whose field differs fails them all, naming every mode's checksum; equal fields
+// change nothing.
+TEST(HaloReportTest, ModesWhoseFieldsDifferAreAllNotVerified) {
+  std::vector<RunSummary> summaries(3);
+  for (std::size_t i = 0; i < summaries.size(); ++i) {
+    summaries[i].comm = i == 0 ? "mpi" : i == 1 ? "persist" : "sendrecv";
+    summaries[i].checksum = 0xabc;
+    summaries[i].verified = true;
+  }
+  require_identical_fields(summaries);
+  for (const RunSummary& s : summaries) EXPECT_TRUE(s.verified) << s.comm;
+  summaries[0].checksum = 0xdef;  // the first mode is the odd one out
+  require_identical_fields(summaries);
+  for (const RunSummary& s : summaries) {
+    EXPECT_FALSE(s.verified) << s.comm;
+    EXPECT_NE(s.verification.find("mpi 0x0000000000000def, persist 0x0000000000000abc, sendrecv 0x0000000000000abc"),
+              std::string::npos)
+        << s.verification;
+  }
+}
+
 TEST(HaloHeatmapTest, WritesAPngWithTheGridsShape) {
   std::vector<double> values(30 * 20);
   for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(i % 30);

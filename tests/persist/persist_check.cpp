@@ -29,6 +29,7 @@
 namespace {
 
 using tether::ChannelShape;
+using tether::ChannelStats;
 using tether::ReceiveChannel;
 using tether::Runtime;
 using tether::SendChannel;
@@ -259,6 +260,15 @@ void large(Runtime& runtime) {
   if (runtime.rank() == 0) {
     SendChannel out = connected_send(runtime, shape);
     send_stream(out, 0, count_or(40));
+    // TETHER_SHM_STREAMING_COPY=0 streams every direct store into a slot (not those carried
+    // in the flag line); unset or off, none.
+    const char* streaming = std::getenv("TETHER_SHM_STREAMING_COPY");
+    bool streams = streaming != nullptr && std::string_view(streaming) == "0";
+    ChannelStats stats = tether::channel_stats(runtime);
+    std::uint64_t into_slots = stats.direct_stores - stats.flag_line_messages;
+    CHECK(streams ? stats.streamed_stores == into_slots && into_slots > 0 : stats.streamed_stores == 0,
+          "{} of {} direct stores into slots streamed with TETHER_SHM_STREAMING_COPY={}", stats.streamed_stores,
+          into_slots, streaming != nullptr ? streaming : "(unset)");
   } else {
     ReceiveChannel in = connected_receive(runtime, shape);
     receive_stream(in, 0, count_or(40));

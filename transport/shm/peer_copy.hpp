@@ -24,15 +24,17 @@ namespace tether::transport::shm {
 // (parse_streaming_copy says why).
 [[nodiscard]] std::size_t streaming_copy_threshold() noexcept;
 [[nodiscard]] Expected<std::size_t> parse_streaming_copy(std::string_view text);
+// This CPU's L2 cache in bytes (1 MiB when the system does not say).
+[[nodiscard]] std::size_t l2_cache_bytes() noexcept;
 
-// Non-temporal stores, 64 bytes at a time, from the first 16-byte-aligned destination byte;
-// plain copies for the head and the tail. Ends with a store fence, so a flag stored after it
+// Non-temporal stores, 64 bytes at a time, from the first 64-byte-aligned destination byte
+// (whole lines); plain copies for the head and the tail. Ends with a store fence, so a flag stored after it
 // (release) is never seen before the bytes.
 inline void stream_copy(void* destination, const void* source, std::size_t bytes) noexcept {
 #if defined(__x86_64__)
   auto* to = static_cast<std::byte*>(destination);
   const auto* from = static_cast<const std::byte*>(source);
-  std::size_t head = (16 - reinterpret_cast<std::uintptr_t>(to) % 16) % 16;
+  std::size_t head = (64 - reinterpret_cast<std::uintptr_t>(to) % 64) % 64;
   if (head > bytes) head = bytes;
   std::memcpy(to, from, head);
   std::size_t done = head;

@@ -6,6 +6,7 @@
 // moves with one process_vm_writev/readv (CMA).
 #pragma once
 
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -136,7 +137,7 @@ class ShmTransport final : public Transport {
   int mailbox_fd_ = -1;
   MailboxHeader* mailbox_ = nullptr;
   std::size_t mailbox_bytes_ = 0;
-  std::size_t streaming_from_ = 0;  // copies to a peer of this many bytes or more stream (peer_copy.hpp)
+  std::size_t streaming_from_ = SIZE_MAX;  // copies to a peer of this many bytes or more stream (peer_copy.hpp)
   std::vector<ShmPeer> peers_;
   std::deque<PostedReceive> receives_;
   std::deque<Completion> local_completions_;

@@ -71,6 +71,8 @@ struct ChannelStats {
                                          // first waited (briefly) for the slot the last message took
   std::uint64_t credit_stores = 0;       // stores of the released count into the sender's
                                          // mapped credit word (shm-own), when none rode on a store
+  std::uint64_t streamed_stores = 0;     // of direct_stores, copied with non-temporal stores
+                                         // (TETHER_SHM_STREAMING_COPY)
 };
 [[nodiscard]] ChannelStats channel_stats(Runtime& runtime);
 
