@@ -99,6 +99,19 @@ std::optional<std::vector<std::size_t>> parse_size_list(std::string_view text) {
   return sizes;
 }
 
+FlagTaken take_helper_flag(int argc, char** argv, int& i, HelperFlags& flags) {
+  std::string_view argument = argv[i];
+  if (argument == "--csv") return flags.csv = true, FlagTaken::yes;
+  if (argument != "--iterations" || i + 1 >= argc) return FlagTaken::no;
+  auto count = parse_count(argv[++i], 1);
+  if (!count) {
+    std::fprintf(stderr, "--iterations %s: give a whole number of at least 1\n", argv[i]);
+    return FlagTaken::refused;
+  }
+  flags.iterations = *count;
+  return FlagTaken::yes;
+}
+
 std::optional<long> parse_count(std::string_view text, long minimum) {
   std::string copy(text);
   char* end = nullptr;

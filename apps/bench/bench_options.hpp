@@ -32,6 +32,16 @@ std::optional<Options> parse_options(int argc, char** argv, Test test, int& exit
 // A whole number of at least `minimum`.
 [[nodiscard]] std::optional<long> parse_count(std::string_view text, long minimum);
 
+// The flags the one-process helper benches share (tether-bench-cache-line, tether-bench-copy).
+struct HelperFlags {
+  long iterations = 0;
+  bool csv = false;
+};
+enum class FlagTaken { no, yes, refused };
+// Takes argv[i] if it is --csv or --iterations N (i then past N); refused: --iterations
+// had no whole number of at least 1 (the reason printed to stderr).
+[[nodiscard]] FlagTaken take_helper_flag(int argc, char** argv, int& i, HelperFlags& flags);
+
 [[nodiscard]] long iterations_for(const Options& options, std::size_t bytes);
 [[nodiscard]] long warmup_for(const Options& options, std::size_t bytes);
 [[nodiscard]] std::size_t largest_size(const Options& options);

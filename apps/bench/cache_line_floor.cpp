@@ -33,10 +33,6 @@ struct SharedLines {
   Counter pong;
 };
 
-struct FloorOptions {
-  long round_trips = kDefaultRoundTrips;
-  bool csv = false;
-};
 
 void print_usage(const char* program) {
   fmt::print("usage: {} [--iterations N] [--csv]\n"
@@ -47,22 +43,13 @@ void print_usage(const char* program) {
 }
 
 // false: exit with `exit_code` (usage printed, or the bad argument named).
-bool parse(int argc, char** argv, FloorOptions& options, int& exit_code) {
+bool parse(int argc, char** argv, tether::bench::HelperFlags& options, int& exit_code) {
   for (int i = 1; i < argc; ++i) {
-    std::string_view argument = argv[i];
-    if (argument == "--csv") {
-      options.csv = true;
-    } else if (argument == "--iterations" && i + 1 < argc) {
-      auto count = tether::bench::parse_count(argv[++i], 1);
-      if (!count) {
-        fmt::print(stderr, "--iterations {}: give a whole number of at least 1\n", argv[i]);
-        return exit_code = 2, false;
-      }
-      options.round_trips = *count;
-    } else {
-      print_usage(argv[0]);
-      return exit_code = argument == "--help" ? 0 : 2, false;
-    }
+    auto taken = tether::bench::take_helper_flag(argc, argv, i, options);
+    if (taken == tether::bench::FlagTaken::refused) return exit_code = 2, false;
+    if (taken == tether::bench::FlagTaken::yes) continue;
+    print_usage(argv[0]);
+    return exit_code = std::string_view(argv[i]) == "--help" ? 0 : 2, false;
   }
   return true;
 }
@@ -108,7 +95,7 @@ double ask(SharedLines& lines, long first, long last) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  FloorOptions options;
+  tether::bench::HelperFlags options{kDefaultRoundTrips, false};
   int exit_code = 0;
   if (!parse(argc, argv, options, exit_code)) return exit_code;
   int asker_cpu = -1;
@@ -123,8 +110,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto* lines = new (mapped) SharedLines;
-  long warmup = options.round_trips / 10;
-  long total = warmup + options.round_trips;
+  long warmup = options.iterations / 10;
+  long total = warmup + options.iterations;
   pid_t answerer = fork();
   if (answerer < 0) {
     fmt::print(stderr, "tether-bench-cache-line: fork failed: {} (raise ulimit -u, or free memory)\n",
@@ -138,7 +125,7 @@ int main(int argc, char** argv) {
   }
   bind_to(asker_cpu);
   (void)ask(*lines, 1, warmup);
-  double latency_us = ask(*lines, warmup + 1, total) / (2.0 * static_cast<double>(options.round_trips));
+  double latency_us = ask(*lines, warmup + 1, total) / (2.0 * static_cast<double>(options.iterations));
   int status = 0;
   waitpid(answerer, &status, 0);
   if (options.csv) {

@@ -18,8 +18,7 @@ namespace {
 
 struct CopyOptions {
   std::size_t bytes = std::size_t{1} << 20;
-  long copies = 2000;
-  bool csv = false;
+  tether::bench::HelperFlags flags{2000, false};  // iterations: timed copies
 };
 
 void print_usage(const char* program) {
@@ -33,27 +32,20 @@ void print_usage(const char* program) {
 // false: exit with `exit_code` (usage printed, or the bad argument named).
 bool parse(int argc, char** argv, CopyOptions& options, int& exit_code) {
   for (int i = 1; i < argc; ++i) {
-    std::string_view argument = argv[i];
-    if (argument == "--csv") {
-      options.csv = true;
-    } else if (argument == "--size" && i + 1 < argc) {
+    auto taken = tether::bench::take_helper_flag(argc, argv, i, options.flags);
+    if (taken == tether::bench::FlagTaken::refused) return exit_code = 2, false;
+    if (taken == tether::bench::FlagTaken::yes) continue;
+    if (std::string_view(argv[i]) == "--size" && i + 1 < argc) {
       auto bytes = tether::bench::parse_size(argv[++i]);
       if (!bytes || *bytes == 0) {
         fmt::print(stderr, "--size {}: give a size of at least 1 byte, e.g. 1M\n", argv[i]);
         return exit_code = 2, false;
       }
       options.bytes = *bytes;
-    } else if (argument == "--iterations" && i + 1 < argc) {
-      auto count = tether::bench::parse_count(argv[++i], 1);
-      if (!count) {
-        fmt::print(stderr, "--iterations {}: give a whole number of at least 1\n", argv[i]);
-        return exit_code = 2, false;
-      }
-      options.copies = *count;
-    } else {
-      print_usage(argv[0]);
-      return exit_code = argument == "--help" ? 0 : 2, false;
+      continue;
     }
+    print_usage(argv[0]);
+    return exit_code = std::string_view(argv[i]) == "--help" ? 0 : 2, false;
   }
   return true;
 }
@@ -64,14 +56,14 @@ struct FreeDeleter {
 
 // Microseconds per copy of `options.bytes` into the same destination.
 double time_copies(const CopyOptions& options, std::byte* destination, const std::byte* source) {
-  for (long i = 0; i < options.copies / 10; ++i) std::memcpy(destination, source, options.bytes);
+  for (long i = 0; i < options.flags.iterations / 10; ++i) std::memcpy(destination, source, options.bytes);
   auto start = std::chrono::steady_clock::now();
-  for (long i = 0; i < options.copies; ++i) {
+  for (long i = 0; i < options.flags.iterations; ++i) {
     std::memcpy(destination, source, options.bytes);
     asm volatile("" : : "r"(destination) : "memory");  // every copy happens
   }
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
-         static_cast<double>(options.copies);
+         static_cast<double>(options.flags.iterations);
 }
 
 }  // namespace
@@ -91,7 +83,7 @@ int main(int argc, char** argv) {
   std::memset(destination.get(), 2, options.bytes);
   double us = time_copies(options, static_cast<std::byte*>(destination.get()), static_cast<const std::byte*>(source.get()));
   double mbs = static_cast<double>(options.bytes) / us;  // bytes per microsecond = MB/s
-  if (options.csv) {
+  if (options.flags.csv) {
     fmt::print("api,size_bytes,latency_us,bandwidth_mbs\nmemcpy,{},{:.3f},{:.2f}\n", options.bytes, us, mbs);
     return 0;
   }
