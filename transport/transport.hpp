@@ -251,6 +251,10 @@ class Transport {
   // were posted (one stream: tcp-own). Persistent channels then let the sender pick each
   // message's landing slot (persist/README.md).
   [[nodiscard]] virtual bool delivers_in_order(PeerIndex) const noexcept { return false; }
+  // Sends reported done that still wait in this process for progress to move them out (a
+  // connection still opening, a full socket): a caller about to stop calling the runtime
+  // for a while (another library's collective) progresses until this is false.
+  [[nodiscard]] virtual bool holds_unsent() const noexcept { return false; }
   [[nodiscard]] virtual KeyStats key_stats() const noexcept;
 
  protected:

@@ -269,7 +269,7 @@ bool Engine::drain(std::chrono::milliseconds timeout) noexcept {
   for (base::YieldCountdown countdown;; countdown.after_poll()) {
     {
       std::lock_guard lock(progress_mutex_);
-      if (backlog_.empty() && bounces_in_flight_ == 0 && commands_.empty()) return true;
+      if (backlog_.empty() && bounces_in_flight_ == 0 && commands_.empty() && !transport_->holds_unsent()) return true;
     }
     if (std::chrono::steady_clock::now() > deadline) return false;
     progress();
@@ -288,6 +288,13 @@ Status Engine::barrier() noexcept {
       return Status::error;
     if (wait(send, nullptr) != Status::done || wait(receive, nullptr) != Status::done) return Status::error;
   }
+  // This rank's last message may still wait in the transport (tcp-own: a connection still
+  // opening): a caller that next blocks in another library (an MPI collective, a second
+  // --comm mode of a halo app) would hold it back from its peer for good.
+  auto longest = options_.peer_timeout.count() != 0 ? options_.peer_timeout : std::chrono::seconds(30);
+  if (!drain(std::chrono::duration_cast<std::chrono::milliseconds>(longest)))
+    return refuse(Errc::timeout, "the barrier's last message did not leave this rank in time",
+                  "check the network to the next ranks, or raise TETHER_PEER_TIMEOUT");
   return Status::done;
 }
 

@@ -4,6 +4,7 @@
 // routes the peer to one backend for good. See transport/hybrid/README.md.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <string>
@@ -53,6 +54,9 @@ class HybridTransport final : public Transport {
   [[nodiscard]] std::string_view peer_transport_name(PeerIndex peer) const noexcept override;
   [[nodiscard]] bool sends_beat_small_writes(PeerIndex peer) const noexcept override;
   [[nodiscard]] bool delivers_in_order(PeerIndex peer) const noexcept override;
+  [[nodiscard]] bool holds_unsent() const noexcept override {
+    return std::any_of(backends_.begin(), backends_.end(), [](const auto& backend) { return backend && backend->holds_unsent(); });
+  }
   [[nodiscard]] bool maps_peer_pool(PeerIndex peer) const noexcept override;
   [[nodiscard]] const Limits& limits() const noexcept override { return limits_; }
   [[nodiscard]] Registrar& registrar() noexcept override { return registrar_; }

@@ -34,6 +34,11 @@ void gather(const OutgoingFrame& frame, iovec* vectors, std::size_t& count) noex
 }  // namespace
 
 // Sends what the socket takes now. false: the connection broke and was closed.
+bool TcpTransport::holds_unsent() const noexcept {
+  return std::any_of(connections_.begin(), connections_.end(),
+                     [](const std::unique_ptr<Connection>& connection) { return connection && !connection->output.empty(); });
+}
+
 bool TcpTransport::flush(Connection& connection) noexcept {
   if (connection.state != LinkState::open) return true;  // frames wait for the peer's answer
   while (!connection.output.empty()) {

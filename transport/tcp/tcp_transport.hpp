@@ -153,6 +153,7 @@ class TcpTransport final : public Transport {
   [[nodiscard]] bool range_keys_are_cheap() const noexcept override { return true; }
   [[nodiscard]] bool sends_beat_small_writes(PeerIndex) const noexcept override { return true; }
   [[nodiscard]] bool delivers_in_order(PeerIndex) const noexcept override { return true; }  // one connection per pair
+  [[nodiscard]] bool holds_unsent() const noexcept override;
 
  private:
   TcpTransport() = default;
