@@ -46,7 +46,6 @@ std::span<const std::byte> bytes_of(const T& value) {
   return std::as_bytes(std::span<const T>(&value, 1));
 }
 
-// Rank 0's verdict: the serial reference and/or the analytic check.
 // The serial reference's checksum where the verify mode asks for it (rank 0, once per run).
 std::optional<std::uint64_t> serial_reference(const AppOptions& options, const Problem& problem) {
   bool serial = options.verify == VerifyMode::serial ||
@@ -55,6 +54,8 @@ std::optional<std::uint64_t> serial_reference(const AppOptions& options, const P
   return serial_reference_checksum(problem);
 }
 
+// Rank 0's verdict on one mode: the serial reference (`serial_checksum`, when asked for)
+// and/or the analytic check.
 void judge(RunSummary& summary, const AppOptions& options, std::optional<std::uint64_t> serial_checksum) {
   const Problem& problem = summary.problem;
   bool analytic = options.verify == VerifyMode::analytic || options.verify == VerifyMode::automatic;

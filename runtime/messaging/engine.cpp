@@ -79,8 +79,9 @@ Engine::~Engine() {
   stopping_.store(true);
   if (progress_thread_.joinable()) progress_thread_.join();
   if (!drain(std::chrono::seconds(2)))
-    log::warn("runtime", "rank {} shuts down with {} messages not yet delivered to the transport", rank_,
-              backlog_.size() + bounces_in_flight_);
+    log::warn("runtime", "rank {} shuts down with {} messages not yet delivered to the transport{}", rank_,
+              backlog_.size() + bounces_in_flight_,
+              transport_->holds_unsent() ? ", and frames the transport has not sent yet" : "");
   wait_for_peers_to_finish();
   transport_->read_messages_in_place(nullptr);
   channel_events_.reset();  // channels' registrations go before the transport does
