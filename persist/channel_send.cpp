@@ -166,9 +166,9 @@ Status ChannelRegistry::store_direct(ChannelState& channel, std::size_t bytes) n
     slot_word |= kSlotInline;
     ++stats_.flag_line_messages;
   } else {
-    transport::shm::copy_to_peer(channel.direct_slots + slot * channel.shape.slot_bytes, channel.buffer_at(0), bytes,
-                                 streaming_from_);
-    if (bytes >= streaming_from_) ++stats_.streamed_stores;
+    if (transport::shm::copy_to_peer(channel.direct_slots + slot * channel.shape.slot_bytes, channel.buffer_at(0),
+                                     bytes, streaming_from_))
+      ++stats_.streamed_stores;
   }
   std::atomic_ref(*landing_slot_at(channel.direct_flags, position)).store(slot_word, std::memory_order_relaxed);
   std::uint64_t flag = ((send.started + 1) & 0xffffffffU) << 32 | bytes;

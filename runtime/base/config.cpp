@@ -16,13 +16,6 @@ namespace {
 
 constexpr std::string_view kPrefix = "TETHER_";
 
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
 std::size_t index_of(std::string_view name) {
   auto options = table();
   for (std::size_t i = 0; i < options.size(); ++i)
@@ -136,6 +129,13 @@ Expected<Value> parse_value(const Option& option, std::string_view literal) {
 }
 
 }  // namespace
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
 
 Expected<std::uint64_t> parse_size(std::string_view text) {
   std::string lowered = lower(text);

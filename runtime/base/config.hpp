@@ -63,7 +63,9 @@ class Config {
   std::vector<std::string> warnings_;
 };
 
-// Parsers, exposed for tests and for options with derived defaults.
+// Parsers, exposed for tests and for options with derived defaults; values are read
+// without regard to case (`lower`).
+std::string lower(std::string_view text);
 Expected<std::uint64_t> parse_size(std::string_view text);
 Expected<std::uint64_t> parse_duration_ns(std::string_view text);
 Expected<bool> parse_bool(std::string_view text);

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <cctype>
 #include <limits>
 #include <string>
 
@@ -11,23 +10,13 @@
 #include "runtime/base/config.hpp"
 
 namespace tether::transport::shm {
-namespace {
-
-std::string lowered(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-}  // namespace
-
 std::size_t l2_cache_bytes() noexcept {
   long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
   return l2 > 0 ? static_cast<std::size_t>(l2) : std::size_t{1} << 20;
 }
 
 Expected<std::size_t> parse_streaming_copy(std::string_view text) {
-  std::string value = lowered(text);
+  std::string value = config::lower(text);
   if (value == "off") return std::numeric_limits<std::size_t>::max();
   if (value == "on") return l2_cache_bytes() / 2;
   auto bytes = config::parse_size(value);
@@ -37,12 +26,15 @@ Expected<std::size_t> parse_streaming_copy(std::string_view text) {
   return static_cast<std::size_t>(*bytes);
 }
 
+const Expected<std::size_t>& streaming_copy_setting() {
+  static const Expected<std::size_t> setting =
+      parse_streaming_copy(config::Config::global().text("TETHER_SHM_STREAMING_COPY"));
+  return setting;
+}
+
 std::size_t streaming_copy_threshold() noexcept {
-  static const std::size_t threshold = [] {
-    auto parsed = parse_streaming_copy(config::Config::global().text("TETHER_SHM_STREAMING_COPY"));
-    return parsed ? *parsed : std::numeric_limits<std::size_t>::max();  // open() refused it already
-  }();
-  return threshold;
+  const auto& setting = streaming_copy_setting();
+  return setting ? *setting : std::numeric_limits<std::size_t>::max();  // open() refused it already
 }
 
 }  // namespace tether::transport::shm

@@ -19,9 +19,11 @@
 
 namespace tether::transport::shm {
 
-// Copies of at least this many bytes stream (TETHER_SHM_STREAMING_COPY, read once; off:
-// SIZE_MAX; on: half of this CPU's L2). A bad setting fails the transport's open
-// (parse_streaming_copy says why).
+// TETHER_SHM_STREAMING_COPY, parsed once: copies of at least this many bytes stream (off:
+// SIZE_MAX; on: half of this CPU's L2), or why the setting is refused (the shm transport's
+// open fails with it).
+[[nodiscard]] const Expected<std::size_t>& streaming_copy_setting();
+// The setting's threshold, SIZE_MAX when it was refused.
 [[nodiscard]] std::size_t streaming_copy_threshold() noexcept;
 [[nodiscard]] Expected<std::size_t> parse_streaming_copy(std::string_view text);
 // This CPU's L2 cache in bytes (1 MiB when the system does not say).
@@ -55,9 +57,11 @@ inline void stream_copy(void* destination, const void* source, std::size_t bytes
 #endif
 }
 
-inline void copy_to_peer(void* destination, const void* source, std::size_t bytes, std::size_t streaming_from) noexcept {
-  if (bytes >= streaming_from) return stream_copy(destination, source, bytes);
-  std::memcpy(destination, source, bytes);
+// True when the copy streamed.
+inline bool copy_to_peer(void* destination, const void* source, std::size_t bytes, std::size_t streaming_from) noexcept {
+  if (bytes < streaming_from) return std::memcpy(destination, source, bytes), false;
+  stream_copy(destination, source, bytes);
+  return true;
 }
 
 }  // namespace tether::transport::shm

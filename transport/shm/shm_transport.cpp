@@ -17,7 +17,6 @@
 #include <mutex>
 #include <new>
 
-#include "runtime/base/config.hpp"
 #include "runtime/base/log.hpp"
 #include "transport/shm/peer_copy.hpp"
 
@@ -132,7 +131,7 @@ Expected<Registration> ShmRegistrar::register_range(void* address, std::size_t l
 
 Expected<std::unique_ptr<Transport>> ShmTransport::open() {
   std::unique_ptr<ShmTransport> transport(new ShmTransport());
-  auto streaming_from = parse_streaming_copy(config::Config::global().text("TETHER_SHM_STREAMING_COPY"));
+  const auto& streaming_from = streaming_copy_setting();
   if (!streaming_from) return tl::unexpected(streaming_from.error());
   transport->streaming_from_ = *streaming_from;
   if (auto created = transport->create_mailbox(kRingCount); !created) return tl::unexpected(created.error());
