@@ -193,6 +193,7 @@ Expected<void> ChannelRegistry::describe_landing(ChannelState& channel) {
     channel.flags_key = std::move(*flags);
     hello.flags = channel.flags_key.remote();
   }
+  if (auto source = expose_source(channel); !source) return source;
   PoolLocation location;
   if (!pool_find(target, location)) {  // user memory: its one registration with the transport
     hello.landing = transport.describe_for(channel.transport_peer, channel.registration, target, bytes);
@@ -205,11 +206,22 @@ Expected<void> ChannelRegistry::describe_landing(ChannelState& channel) {
   return {};
 }
 
-// A key to pool memory the peer writes: its own registration of just those bytes
-// (TETHER_REMOTE_KEYS=exact, one-time cost at creation), or the arena's.
+// A send channel on the direct path names its buffer, from which a receiver waiting for a
+// large message copies part of it (split copies; TETHER_CHANNEL_SPLIT_COPY).
+Expected<void> ChannelRegistry::expose_source(ChannelState& channel) {
+  if (channel.role != Role::send || !channel.one_send_buffer || !splits(channel.shape.slot_bytes)) return {};
+  auto source = expose_words(channel, channel.buffer_at(0), channel.shape.slot_bytes, Access::remote_read);
+  if (!source) return tl::unexpected(source.error());
+  channel.source_key = std::move(*source);
+  channel.hello_out.source = channel.source_key.remote();
+  return {};
+}
+
+// A key to pool memory the peer writes (or reads): its own registration of just those
+// bytes (TETHER_REMOTE_KEYS=exact, one-time cost at creation), or the arena's.
 Expected<transport::ExposedRange> ChannelRegistry::expose_words(ChannelState& channel, void* address,
-                                                                std::size_t bytes) {
-  auto key = engine_.transport().expose_pool_range(channel.transport_peer, address, bytes, Access::remote_write,
+                                                                std::size_t bytes, Access access) {
+  auto key = engine_.transport().expose_pool_range(channel.transport_peer, address, bytes, access,
                                                    engine_.remote_key_scope());
   if (key && key->has_own_registration()) ++stats_.key_registrations;
   return key;
@@ -270,6 +282,8 @@ void ChannelRegistry::map_direct(ChannelState& channel) noexcept {
     std::atomic_ref(channel.stores_show_in_flags)
         .store(channel.direct_credit != nullptr && channel.memory_from_pool && shape.partitions == 1,
                std::memory_order_release);
+    if (channel.hello_in.source.length >= shape.slot_bytes && split_from_ > 0)
+      channel.direct_source = transport.map_remote(channel.transport_peer, channel.hello_in.source, shape.slot_bytes);
     return;
   }
   if (shape.partitions != 1) return;
@@ -331,6 +345,7 @@ void ChannelRegistry::release_registration(ChannelState& channel) noexcept {
 void ChannelRegistry::release_keys(ChannelState& channel) noexcept {
   channel.landing_key.release();
   channel.flags_key.release();
+  channel.source_key.release();
 }
 
 void ChannelRegistry::release_memory(ChannelState& channel) noexcept {

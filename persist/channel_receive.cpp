@@ -65,7 +65,7 @@ void ChannelRegistry::take_unread_carried_credits(int peer) noexcept {
          sequence < channel.receive.delivered + channel.shape.slots; ++sequence) {
       std::uint32_t length = 0;
       std::uint64_t slot_word = landed_slot_word(channel, sequence, length);
-      if (slot_word == 0 || (slot_word & kSlotUnusedBit) != 0) break;  // not landed (yet), or broken
+      if (slot_word == 0) break;  // not landed (yet)
       take_carried_credits(peer, slot_word);
     }
   }
@@ -150,7 +150,8 @@ std::uint64_t ChannelRegistry::landed_slot_word(const ChannelState& channel, std
 }
 
 // A direct write shows as the flag of the position carrying the next sequence number;
-// the flag line names the slot the sender chose, which must be free.
+// the flag line names the slot the sender chose, which must be free. A split copy is
+// complete once its pieces are; this side copies the pieces left to take meanwhile.
 void ChannelRegistry::check_flag(ChannelState& channel, std::uint32_t position) noexcept {
   if (channel.shape.partitions != 1) return;
   ReceiveProgress& receive = channel.receive;
@@ -159,10 +160,8 @@ void ChannelRegistry::check_flag(ChannelState& channel, std::uint32_t position) 
   if (slot_word == 0) return;
   std::uint64_t slot = slot_word & kSlotMask;
   bool in_flag_line = (slot_word & kSlotInline) != 0;
-  const char* refusal = (slot_word & kSlotUnusedBit) != 0
-                            ? "word 1 sets a bit no layout uses"
-                            : direct_landing_refusal(channel.shape, receive, slot, length, in_flag_line);
-  if (refusal != nullptr) {
+  bool split = (slot_word & kSlotSplit) != 0;
+  if (const char* refusal = direct_landing_refusal(channel.shape, receive, slot, length, in_flag_line, split)) {
     (void)fail_channel(channel, Errc::invalid_argument,
                        fmt::format("the flag of message {} names slot {} and {} bytes: {}", receive.delivered, slot,
                                    length, refusal),
@@ -170,6 +169,7 @@ void ChannelRegistry::check_flag(ChannelState& channel, std::uint32_t position) 
                        "the channel");
     return;
   }
+  if (split && !join_split(channel, position, slot, length)) return;
   if (in_flag_line)
     std::memcpy(channel.buffer_at(static_cast<std::uint32_t>(slot)), inline_payload_at(channel.flags, position), length);
   receive.landing_slot[position] = static_cast<std::uint32_t>(slot);
@@ -178,6 +178,25 @@ void ChannelRegistry::check_flag(ChannelState& channel, std::uint32_t position) 
   receive.complete[position] = 1;
   engine_.heard_from(channel.shape.peer);
   take_carried_credits(channel.shape.peer, slot_word);
+}
+
+// This side's share of a split copy: pieces in turn with the sender, from its mapped
+// buffer into the slot (so they land in this core's cache). Whether every piece is copied.
+bool ChannelRegistry::join_split(ChannelState& channel, std::uint32_t position, std::uint64_t slot,
+                                 std::uint32_t length) noexcept {
+  std::uint64_t pieces = split_pieces(length);
+  std::atomic_ref taken(*split_pieces_taken_at(channel.flags, position));
+  std::atomic_ref copied(*split_pieces_copied_at(channel.flags, position));
+  std::byte* destination = channel.buffer_at(static_cast<std::uint32_t>(slot));
+  while (channel.direct_source != nullptr && taken.load(std::memory_order_relaxed) < pieces) {
+    std::uint64_t piece = taken.fetch_add(1, std::memory_order_relaxed);
+    if (piece >= pieces) break;
+    std::size_t offset = piece * kSplitPieceBytes;
+    std::memcpy(destination + offset, channel.direct_source + offset, std::min<std::size_t>(kSplitPieceBytes, length - offset));
+    copied.fetch_add(1, std::memory_order_release);
+    ++stats_.pieces_receiver_copied;
+  }
+  return copied.load(std::memory_order_acquire) >= pieces;
 }
 
 // Credits for a send channel of this side that rank `from` carried in a flag line.

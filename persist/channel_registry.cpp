@@ -42,6 +42,7 @@ ChannelRegistry::ChannelRegistry(messaging::Engine& engine)
   std::size_t room = engine.receive_buffer_bytes() - messaging::kChannelHeaderBytes;
   inline_max_ = static_cast<std::uint32_t>(std::min<std::size_t>(config.size_bytes("TETHER_CHANNEL_INLINE_MAX"), room));
   l2_bytes_ = transport::shm::l2_cache_bytes();
+  split_from_ = config.size_bytes("TETHER_CHANNEL_SPLIT_COPY");
 }
 
 ChannelRegistry::~ChannelRegistry() {

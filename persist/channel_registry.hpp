@@ -65,7 +65,9 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   void release_registration(ChannelState& channel) noexcept;
   void release_keys(ChannelState& channel) noexcept;
   Expected<void> describe_landing(ChannelState& channel);
-  Expected<transport::ExposedRange> expose_words(ChannelState& channel, void* address, std::size_t bytes);
+  Expected<transport::ExposedRange> expose_words(ChannelState& channel, void* address, std::size_t bytes,
+                                                 Access access = Access::remote_write);
+  Expected<void> expose_source(ChannelState& channel);
   Expected<void> post_handshake(ChannelState& channel);
   Status finish_handshake(ChannelState& channel) noexcept;
   Expected<void> accept_hello(ChannelState& channel) const;
@@ -84,6 +86,11 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   Status connected_or_retry(ChannelState& channel) noexcept;
   bool wait_for_writes(ChannelState& channel, std::chrono::nanoseconds timeout) noexcept;
   Status store_direct(ChannelState& channel, std::size_t bytes) noexcept;
+  [[nodiscard]] bool splits(std::size_t bytes) const noexcept {
+    return split_from_ > 0 && bytes >= split_from_ && bytes > kSplitPieceBytes;
+  }
+  Status copy_split_pieces(ChannelState& channel, std::uint32_t slot, std::uint32_t position, std::size_t bytes) noexcept;
+  void finish_split(ChannelState& channel) noexcept;
   void await_warm_slot(ChannelState& channel, std::size_t bytes) noexcept;
   [[nodiscard]] std::uint32_t next_free_slot(ChannelState& channel, std::uint64_t credits) noexcept;
   void take_slot(ChannelState& channel, std::uint64_t sequence, std::uint32_t slot) noexcept;
@@ -97,6 +104,8 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   void record_landing(ChannelState& channel, const Notification& notification) noexcept;
   void record_ordered_landing(ChannelState& channel, const Notification& notification) noexcept;
   void check_flag(ChannelState& channel, std::uint32_t slot) noexcept;
+  [[nodiscard]] bool join_split(ChannelState& channel, std::uint32_t position, std::uint64_t slot,
+                                std::uint32_t length) noexcept;
   [[nodiscard]] static std::uint64_t landed_slot_word(const ChannelState& channel, std::uint64_t sequence,
                                                       std::uint32_t& length) noexcept;
   void take_carried_credits(int from, std::uint64_t slot_word) noexcept;
@@ -156,6 +165,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   std::uint32_t inline_max_ = 0;                   // TETHER_CHANNEL_INLINE_MAX, within a receive buffer
   std::size_t streaming_from_ = transport::shm::streaming_copy_threshold();  // direct stores this large stream
   std::size_t l2_bytes_ = 0;                       // this CPU's L2 cache (1 MiB when unknown)
+  std::size_t split_from_ = 0;                     // direct stores this large are split copies (0: none)
   std::chrono::nanoseconds connect_timeout_{};
   std::chrono::nanoseconds close_timeout_{};
   ChannelStats stats_;

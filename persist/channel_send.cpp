@@ -26,6 +26,7 @@ Status ChannelRegistry::next_buffer(ChannelState& channel, std::span<std::byte>&
   engine_.progress();
   std::lock_guard lock(engine_.progress_mutex());
   if (channel.phase == Phase::failed) return failed(channel);
+  finish_split(channel);
   std::uint32_t index = channel.next_send_buffer();
   buffer = {channel.buffer_at(index), channel.shape.slot_bytes};
   return channel.send.buffer_writes[index] == 0 ? Status::done : Status::retry;
@@ -49,6 +50,7 @@ Status ChannelRegistry::start_locked(ChannelState& channel, std::size_t bytes) n
   const ChannelShape& shape = channel.shape;
   SendProgress& send = channel.send;
   if (channel.phase == Phase::failed) return failed(channel);
+  finish_split(channel);
   if (bytes > shape.slot_bytes)
     return refuse(channel, Errc::invalid_argument, fmt::format("start({}) on a channel of {}-byte slots", bytes, shape.slot_bytes),
                   "send at most slot_bytes, or create both sides with larger slots");
@@ -148,13 +150,15 @@ void ChannelRegistry::await_warm_slot(ChannelState& channel, std::size_t bytes) 
 }
 
 // The direct path: the message is in the receiver's slot (or its flag line) when this
-// returns. It takes the slot released last (a round robin over the slots would copy into
-// cold memory: a 1 MiB ping-pong over 2 slots took 1.3-3x as long as over 1 on a 2 MiB-L2
-// Xeon); a message carried in the flag line does not touch the slot, so it does not look
-// at the credit word for a fresher choice.
+// returns, or, split, announced there with its pieces being copied. It takes the slot
+// released last (a round robin over the slots would copy into cold memory: a 1 MiB
+// ping-pong over 2 slots took 1.3-3x as long as over 1 on a 2 MiB-L2 Xeon); a message
+// carried in the flag line does not touch the slot, so it does not look at the credit
+// word for a fresher choice.
 Status ChannelRegistry::store_direct(ChannelState& channel, std::size_t bytes) noexcept {
   SendProgress& send = channel.send;
   bool in_flag_line = bytes <= kFlagInlineBytes;
+  bool split = !in_flag_line && splits(bytes);
   await_warm_slot(channel, bytes);
   std::uint32_t slot = next_free_slot(channel, in_flag_line ? known_credits(channel) : credits_of(channel));
   take_slot(channel, send.started, slot);
@@ -165,10 +169,14 @@ Status ChannelRegistry::store_direct(ChannelState& channel, std::size_t bytes) n
     std::memcpy(inline_payload_at(channel.direct_flags, position), channel.buffer_at(0), bytes);
     slot_word |= kSlotInline;
     ++stats_.flag_line_messages;
-  } else {
-    if (transport::shm::copy_to_peer(channel.direct_slots + slot * channel.shape.slot_bytes, channel.buffer_at(0),
-                                     bytes, streaming_from_))
-      ++stats_.streamed_stores;
+  } else if (split) {  // announced before the bytes: the receiver may take pieces at once
+    std::atomic_ref(*split_pieces_taken_at(channel.direct_flags, position)).store(0, std::memory_order_relaxed);
+    std::atomic_ref(*split_pieces_copied_at(channel.direct_flags, position)).store(0, std::memory_order_relaxed);
+    slot_word |= kSlotSplit;
+    ++stats_.split_copies;
+  } else if (transport::shm::copy_to_peer(channel.direct_slots + slot * channel.shape.slot_bytes, channel.buffer_at(0),
+                                          bytes, streaming_from_)) {
+    ++stats_.streamed_stores;
   }
   std::atomic_ref(*landing_slot_at(channel.direct_flags, position)).store(slot_word, std::memory_order_relaxed);
   std::uint64_t flag = ((send.started + 1) & 0xffffffffU) << 32 | bytes;
@@ -176,7 +184,47 @@ Status ChannelRegistry::store_direct(ChannelState& channel, std::size_t bytes) n
   ++send.started;
   ++stats_.data_writes;
   ++stats_.direct_stores;
-  return Status::done;
+  return split ? copy_split_pieces(channel, slot, position, bytes) : Status::done;
+}
+
+// The sender's share of a split copy: pieces in turn with the receiver, until none is
+// left to take. done when every piece is copied; posted while the receiver still copies
+// from this side's buffer (finish_split completes the send).
+Status ChannelRegistry::copy_split_pieces(ChannelState& channel, std::uint32_t slot, std::uint32_t position,
+                                          std::size_t bytes) noexcept {
+  std::uint64_t pieces = split_pieces(bytes);
+  std::atomic_ref taken(*split_pieces_taken_at(channel.direct_flags, position));
+  std::atomic_ref copied(*split_pieces_copied_at(channel.direct_flags, position));
+  std::byte* slot_bytes = channel.direct_slots + slot * channel.shape.slot_bytes;
+  bool streamed = false;  // the pieces stream alike: the message counts once
+  for (std::uint64_t piece = taken.fetch_add(1, std::memory_order_relaxed); piece < pieces;
+       piece = taken.fetch_add(1, std::memory_order_relaxed)) {
+    std::size_t offset = piece * kSplitPieceBytes;
+    streamed |= transport::shm::copy_to_peer(slot_bytes + offset, channel.buffer_at(0) + offset,
+                                             std::min(kSplitPieceBytes, bytes - offset), streaming_from_);
+    copied.fetch_add(1, std::memory_order_release);
+    ++stats_.pieces_sender_copied;
+  }
+  if (streamed) ++stats_.streamed_stores;
+  if (copied.load(std::memory_order_acquire) >= pieces) return Status::done;
+  SendProgress& send = channel.send;
+  send.split_copied = split_pieces_copied_at(channel.direct_flags, position);
+  send.split_pieces = pieces;
+  ++send.writes_in_flight;
+  ++send.buffer_writes[0];
+  return Status::posted;
+}
+
+// The split message's receiver copied its last piece (or the channel failed): its send,
+// and the buffer, are free. Progress lock held.
+void ChannelRegistry::finish_split(ChannelState& channel) noexcept {
+  SendProgress& send = channel.send;
+  if (send.split_copied == nullptr) return;
+  bool copied = std::atomic_ref(*send.split_copied).load(std::memory_order_acquire) >= send.split_pieces;
+  if (!copied && channel.phase != Phase::failed) return;
+  send.split_copied = nullptr;
+  --send.writes_in_flight;
+  --send.buffer_writes[0];
 }
 
 Status ChannelRegistry::ready(ChannelState& channel, std::uint32_t partition) noexcept {
@@ -276,6 +324,7 @@ Status ChannelRegistry::test_sent(ChannelState& channel) noexcept {
 
 Status ChannelRegistry::sent_state(ChannelState& channel) noexcept {
   std::lock_guard lock(engine_.progress_mutex());
+  finish_split(channel);
   if (channel.phase == Phase::failed) return failed(channel);
   if (channel.send.partitions_left > 0)
     return refuse(channel, Errc::invalid_argument,
@@ -291,6 +340,7 @@ bool ChannelRegistry::wait_for_writes(ChannelState& channel, std::chrono::nanose
     engine_.progress();
     {
       std::lock_guard lock(engine_.progress_mutex());
+      finish_split(channel);
       if (channel.send.writes_in_flight == 0 || channel.phase == Phase::failed) return channel.send.writes_in_flight == 0;
     }
     if (std::chrono::steady_clock::now() > deadline) return false;

@@ -24,8 +24,9 @@ enum class LandingOrder : std::uint8_t { by_position = 0, by_arrival = 1 };
 inline constexpr std::uint16_t kHelloMagic = 0x7e43;  // "te" + channel
 // 2: accepts_message_bytes; 3: direct stores name their slot; 4: landing_order;
 // 5: direct stores of up to kFlagInlineBytes travel in their flag line;
-// 6: a flag line may carry credits of a send channel of its reader
-inline constexpr std::uint8_t kHelloVersion = 6;
+// 6: a flag line may carry credits of a send channel of its reader; 7: a send channel
+// names its buffer (`source`) and large direct stores may be split copies
+inline constexpr std::uint8_t kHelloVersion = 7;
 
 // The one handshake message each side sends when its channel is created. Append fields,
 // never reorder.
@@ -43,8 +44,9 @@ struct ChannelHello {
   transport::RemoteBuffer flags{};    // receive side: one flag line per slot (direct writes)
   LandingOrder landing_order = LandingOrder::by_position;  // both sides must agree
   std::uint8_t reserved[7] = {};
+  transport::RemoteBuffer source{};   // send side, direct path: its buffer (split copies); else empty
 };
-static_assert(sizeof(ChannelHello) == 104);
+static_assert(sizeof(ChannelHello) == 136);
 
 // Direct path (a transport that maps the peer's pool memory, shm-own): the sender copies
 // into a free slot of its choice (the one released last: still in cache), writes that
@@ -77,8 +79,25 @@ inline constexpr std::uint32_t kMaxChannelId = (1U << 19) - 1;  // notifications
 inline constexpr std::uint64_t kSlotMask = 0xfff;
 inline constexpr std::uint64_t kSlotWritten = std::uint64_t{1} << 32;
 inline constexpr std::uint64_t kSlotInline = std::uint64_t{1} << 33;
-inline constexpr std::uint64_t kSlotUnusedBit = std::uint64_t{1} << 31;  // set: a broken line
 static_assert(kMaxChannelSlots <= kSlotMask);
+
+// Split copy (TETHER_CHANNEL_SPLIT_COPY): a large direct store announces its message in the
+// flag line before its bytes are in the slot (word 1 carries kSlotSplit). The sender and a
+// receiver that waits for the message then take pieces of kSplitPieceBytes in turn: word 2
+// counts the pieces taken, word 3 the pieces copied; the message is complete once all are.
+// The receiver copies from the sender's buffer (mapped through the hello's `source`) into
+// its own slot, so two cores move the bytes and half land in the reader's cache.
+inline constexpr std::uint64_t kSlotSplit = std::uint64_t{1} << 31;
+inline constexpr std::size_t kSplitPieceBytes = 64 * 1024;
+[[nodiscard]] constexpr std::uint64_t split_pieces(std::size_t bytes) noexcept {
+  return (bytes + kSplitPieceBytes - 1) / kSplitPieceBytes;
+}
+[[nodiscard]] inline std::uint64_t* split_pieces_taken_at(std::byte* flags, std::uint32_t position) noexcept {
+  return flag_at(flags, position) + 2;
+}
+[[nodiscard]] inline std::uint64_t* split_pieces_copied_at(std::byte* flags, std::uint32_t position) noexcept {
+  return flag_at(flags, position) + 3;
+}
 // Word 1 may also carry credits for a send channel of the line's reader: that channel's
 // id (bits 12-30; 0: none) and the cumulative released count of the writer's receive
 // channel from it, modulo 2^30 (bits 34-63). A reply (ping-pong, halo exchange) so brings
@@ -162,6 +181,11 @@ struct SendProgress {
   // Direct path: no wait for a warm slot before this message (a wait timed out: the
   // receiver holds its messages for a while).
   std::uint64_t no_warm_wait_before = 0;
+  // Direct path: the pieces-copied word of a split message whose receiver still copies
+  // from this side's buffer (nullptr: none), and its piece count. It counts as a write in
+  // flight from buffer 0 until every piece is copied.
+  std::uint64_t* split_copied = nullptr;
+  std::uint64_t split_pieces = 0;
 };
 
 // What the receive side knows of its slots.
@@ -239,6 +263,8 @@ struct ChannelState {
   transport::ExposedRange flags_key;
   std::byte* direct_slots = nullptr;     // send side: the receiver's slots, mapped here
   std::byte* direct_flags = nullptr;     // send side: the receiver's flag lines, mapped here
+  std::byte* direct_source = nullptr;    // receive side: the sender's buffer, mapped here (split copies)
+  transport::ExposedRange source_key;    // send side, direct path: the receiver's key to its buffer
   std::uint64_t* direct_credit = nullptr;  // receive side: the sender's credit word, mapped here
   // Receive side: the sender can store each message straight into the slots and flag
   // lines (direct path, pool slots, no partitions), so the flag line alone shows it: a
@@ -305,10 +331,11 @@ struct ChannelState {
 // in the line) is refused, or nullptr.
 [[nodiscard]] inline const char* direct_landing_refusal(const ChannelShape& shape, const ReceiveProgress& receive,
                                                         std::uint64_t slot, std::uint32_t length,
-                                                        bool in_flag_line = false) noexcept {
+                                                        bool in_flag_line = false, bool split = false) noexcept {
   if (slot >= shape.slots) return "slot beyond the channel's slots";
   if (receive.slot_held[slot] != 0) return "the slot still holds a message not released";
   if (in_flag_line && length > kFlagInlineBytes) return "length beyond the flag line";
+  if (split && (in_flag_line || length <= kSplitPieceBytes)) return "a split copy of a message too small to split";
   return length > shape.slot_bytes ? "length beyond the slot" : nullptr;
 }
 // Why a notification of an ordered landing (the slot the sender picked) is refused, or nullptr.

@@ -140,6 +140,10 @@ constexpr Option kOptions[] = {
      "Channel messages up to this size travel as one send instead of an RMA write where sends arrive "
      "sooner (tcp, libfabric shm; not verbs or the direct on-node path); capped by the engine's receive "
      "buffers (TETHER_EAGER_LIMIT) and by the peer's own limit; 0: always RMA writes"},
+    {"TETHER_CHANNEL_SPLIT_COPY", "256K", Kind::size,
+     "Direct on-node channel messages (shm-own) of at least this many bytes are split copies: the sender and a "
+     "receiver waiting for the message each copy 64 KiB pieces of it at once, so two cores move it (docs/persist.md); "
+     "the send then completes in wait() once the receiver's pieces are copied; 0: the sender copies alone"},
     {"TETHER_CHANNEL_CLOSE_TIMEOUT", "2s", Kind::duration,
      "Longest a closing send channel waits for its writes in flight before it reports and leaks them"},
 

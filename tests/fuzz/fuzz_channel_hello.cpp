@@ -1,5 +1,5 @@
 // persist::check_hello on any bytes. Input: this side's role and shape (tag, slots,
-// slot bytes, partitions), its landing order, then the 104-byte hello. An accepted hello
+// slot bytes, partitions), its landing order, then the 136-byte hello. An accepted hello
 // must match the shape and the landing order and offer at least what the peer will write.
 #include <cstring>
 

@@ -93,5 +93,20 @@ TEST(DirectLandingCheck, RefusesAFlagLineMessageLongerThanTheLine) {
   EXPECT_STREQ(direct_landing_refusal(shape, receive, 4, 8, true), "slot beyond the channel's slots");
 }
 
+// A split copy (kSlotSplit) is for messages of more than one piece, never in the flag line.
+TEST(DirectLandingCheck, RefusesASplitCopyOfAMessageTooSmallToSplit) {
+  ChannelShape shape{.peer = 1, .tag = 3, .slot_bytes = std::size_t{1} << 20, .slots = 2};
+  ReceiveProgress receive;
+  receive.slot_held.assign(shape.slots, 0);
+  const char* too_small = "a split copy of a message too small to split";
+  EXPECT_EQ(direct_landing_refusal(shape, receive, 1, kSplitPieceBytes + 1, false, true), nullptr);
+  EXPECT_EQ(direct_landing_refusal(shape, receive, 1, 1U << 20, false, true), nullptr);
+  EXPECT_STREQ(direct_landing_refusal(shape, receive, 1, kSplitPieceBytes, false, true), too_small);
+  EXPECT_STREQ(direct_landing_refusal(shape, receive, 1, 8, true, true), too_small);
+  EXPECT_STREQ(direct_landing_refusal(shape, receive, 1, (1U << 20) + 1, false, true), "length beyond the slot");
+  EXPECT_EQ(split_pieces(kSplitPieceBytes + 1), 2U);
+  EXPECT_EQ(split_pieces(std::size_t{1} << 20), 16U);
+}
+
 }  // namespace
 }  // namespace tether::persist

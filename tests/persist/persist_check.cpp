@@ -252,16 +252,28 @@ void lazy_acknowledgements(Runtime& runtime) {
   fmt::print("rank {}: {} rounds of {} messages, acknowledgements read late\n", runtime.rank(), rounds, kMessages);
 }
 
-// Large messages (rendezvous sizes for send/receive) through few slots.
+// Whether TETHER_CHANNEL_SPLIT_COPY is 0 (split copies off) in this job's environment.
+bool split_copy_off() {
+  const char* split = std::getenv("TETHER_CHANNEL_SPLIT_COPY");
+  return split != nullptr && std::string_view(split) == "0";
+}
+
+// Large messages (rendezvous sizes for send/receive) through few slots. On the direct path
+// most are split copies (TETHER_CHANNEL_SPLIT_COPY, 256 KiB by default): the receiver,
+// waiting, copies pieces of them itself, and every byte is checked where it landed.
 void large(Runtime& runtime) {
   if (runtime.rank() > 1) return;
   int peer = 1 - runtime.rank();
   ChannelShape shape{.peer = peer, .tag = 6, .slot_bytes = std::size_t{4} << 20, .slots = 2};
+  const char* shm = std::getenv("TETHER_SHM");
+  const char* shm_transport = std::getenv("TETHER_SHM_TRANSPORT");
+  bool direct = (shm == nullptr || std::string_view(shm) != "off") &&
+                (shm_transport == nullptr || std::string_view(shm_transport) != "ofi");
   if (runtime.rank() == 0) {
     SendChannel out = connected_send(runtime, shape);
     send_stream(out, 0, count_or(40));
     // TETHER_SHM_STREAMING_COPY=0 streams every direct store into a slot (not those carried
-    // in the flag line); unset or off, none.
+    // in the flag line; a split copy counts once, for the sender's pieces); unset or off, none.
     const char* streaming = std::getenv("TETHER_SHM_STREAMING_COPY");
     bool streams = streaming != nullptr && std::string_view(streaming) == "0";
     ChannelStats stats = tether::channel_stats(runtime);
@@ -269,9 +281,18 @@ void large(Runtime& runtime) {
     CHECK(streams ? stats.streamed_stores == into_slots && into_slots > 0 : stats.streamed_stores == 0,
           "{} of {} direct stores into slots streamed with TETHER_SHM_STREAMING_COPY={}", stats.streamed_stores,
           into_slots, streaming != nullptr ? streaming : "(unset)");
+    bool splits = into_slots > 0 && !split_copy_off();
+    CHECK(splits ? stats.split_copies > 0 && stats.split_copies <= into_slots : stats.split_copies == 0,
+          "{} split copies of {} direct stores into slots (TETHER_CHANNEL_SPLIT_COPY {})", stats.split_copies,
+          into_slots, split_copy_off() ? "0" : "on");
   } else {
     ReceiveChannel in = connected_receive(runtime, shape);
     receive_stream(in, 0, count_or(40));
+    ChannelStats stats = tether::channel_stats(runtime);
+    bool helps = direct && !split_copy_off();
+    CHECK(helps ? stats.pieces_receiver_copied > 0 : stats.pieces_receiver_copied == 0,
+          "the receiver copied {} pieces of split copies (direct path {}, TETHER_CHANNEL_SPLIT_COPY {})",
+          stats.pieces_receiver_copied, direct ? "yes" : "no", split_copy_off() ? "0" : "on");
   }
 }
 

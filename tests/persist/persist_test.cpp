@@ -46,6 +46,8 @@ std::vector<std::string> transport_environment(const std::string& transport) {
   if (transport == "shm") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=own"};
   if (transport == "shmstream")  // every direct store beyond the flag line streams
     return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=own", "TETHER_SHM_STREAMING_COPY=0"};
+  if (transport == "shmsplitoff")  // the sender copies every direct store alone
+    return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=own", "TETHER_CHANNEL_SPLIT_COPY=0"};
   if (transport == "hybrid") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=own", "TETHER_TCP_INTERFACE=lo"};
   if (transport == "ofishm") return {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=ofi"};
   if (transport == "tcp") return {"TETHER_SHM=off", "TETHER_NET_TRANSPORT=own", "TETHER_TCP_INTERFACE=lo"};
@@ -109,6 +111,7 @@ std::vector<Case> tether_run_cases() {
     cases.push_back({scenario, 2, "ofishm", scenario == "integrity" ? "100000" : ""});
   for (std::string scenario : {"integrity", "large", "duplex", "user-slots"})
     cases.push_back({scenario, 2, "shmstream", scenario == "integrity" ? "100000" : ""});
+  for (std::string scenario : {"large", "held-large-slots"}) cases.push_back({scenario, 2, "shmsplitoff", ""});
   cases.push_back({"many", 3, "hybrid", ""});
   cases.push_back({"send-buffers", 2, "hybrid", ""});  // maps_peer_pool through the hybrid's routes
   cases.push_back({"integrity", 2, "tcpsend", "20000"});

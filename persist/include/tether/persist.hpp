@@ -73,6 +73,10 @@ struct ChannelStats {
                                          // mapped credit word (shm-own), when none rode on a store
   std::uint64_t streamed_stores = 0;     // of direct_stores, copied with non-temporal stores
                                          // (TETHER_SHM_STREAMING_COPY)
+  std::uint64_t split_copies = 0;        // of direct_stores, messages the receiver could help
+                                         // copy (TETHER_CHANNEL_SPLIT_COPY)
+  std::uint64_t pieces_sender_copied = 0;    // pieces of split copies this side copied as sender
+  std::uint64_t pieces_receiver_copied = 0;  // and as receiver, from the sender's mapped buffer
 };
 [[nodiscard]] ChannelStats channel_stats(Runtime& runtime);
 
