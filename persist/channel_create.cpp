@@ -282,8 +282,7 @@ void ChannelRegistry::map_direct(ChannelState& channel) noexcept {
     std::atomic_ref(channel.stores_show_in_flags)
         .store(channel.direct_credit != nullptr && channel.memory_from_pool && shape.partitions == 1,
                std::memory_order_release);
-    if (channel.hello_in.source.length >= shape.slot_bytes && split_from_ > 0)
-      channel.direct_source = transport.map_remote(channel.transport_peer, channel.hello_in.source, shape.slot_bytes);
+    map_source(channel);
     return;
   }
   if (shape.partitions != 1) return;
@@ -297,6 +296,17 @@ void ChannelRegistry::map_direct(ChannelState& channel) noexcept {
   }
   channel.direct_slots = slots;
   channel.direct_flags = flags;
+}
+
+// A receiver copies its share of split copies from the sender's buffer, where the sender
+// named it (a direct-path sender with split copies on) and it maps here.
+void ChannelRegistry::map_source(ChannelState& channel) noexcept {
+  const transport::RemoteBuffer& source = channel.hello_in.source;
+  if (source.length == 0 || split_from_ == 0) return;
+  channel.direct_source = engine_.transport().map_remote(channel.transport_peer, source, channel.shape.slot_bytes);
+  if (channel.direct_source == nullptr)
+    log::info("persist", "channel {} from rank {}: the sender's buffer cannot be mapped; its split copies are "
+              "copied by the sender alone", channel.id, channel.shape.peer);
 }
 
 Expected<void> ChannelRegistry::accept_hello(ChannelState& channel) const {

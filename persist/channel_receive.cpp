@@ -161,7 +161,13 @@ void ChannelRegistry::check_flag(ChannelState& channel, std::uint32_t position) 
   std::uint64_t slot = slot_word & kSlotMask;
   bool in_flag_line = (slot_word & kSlotInline) != 0;
   bool split = (slot_word & kSlotSplit) != 0;
-  if (const char* refusal = direct_landing_refusal(channel.shape, receive, slot, length, in_flag_line, split)) {
+  const char* refusal = in_flag_line && split ? "a message both in its flag line and split"
+                                              : direct_landing_refusal(channel.shape, receive, slot, length,
+                                                                       in_flag_line ? LineContent::flag_line
+                                                                       : split      ? LineContent::split
+                                                                                    : LineContent::slot);
+  if (refusal == nullptr && split) refusal = split_refusal(channel, position, length);
+  if (refusal != nullptr) {
     (void)fail_channel(channel, Errc::invalid_argument,
                        fmt::format("the flag of message {} names slot {} and {} bytes: {}", receive.delivered, slot,
                                    length, refusal),
@@ -184,19 +190,27 @@ void ChannelRegistry::check_flag(ChannelState& channel, std::uint32_t position) 
 // buffer into the slot (so they land in this core's cache). Whether every piece is copied.
 bool ChannelRegistry::join_split(ChannelState& channel, std::uint32_t position, std::uint64_t slot,
                                  std::uint32_t length) noexcept {
-  std::uint64_t pieces = split_pieces(length);
-  std::atomic_ref taken(*split_pieces_taken_at(channel.flags, position));
-  std::atomic_ref copied(*split_pieces_copied_at(channel.flags, position));
-  std::byte* destination = channel.buffer_at(static_cast<std::uint32_t>(slot));
-  while (channel.direct_source != nullptr && taken.load(std::memory_order_relaxed) < pieces) {
-    std::uint64_t piece = taken.fetch_add(1, std::memory_order_relaxed);
-    if (piece >= pieces) break;
-    std::size_t offset = piece * kSplitPieceBytes;
-    std::memcpy(destination + offset, channel.direct_source + offset, std::min<std::size_t>(kSplitPieceBytes, length - offset));
-    copied.fetch_add(1, std::memory_order_release);
-    ++stats_.pieces_receiver_copied;
+  if (channel.direct_source != nullptr) {
+    std::byte* destination = channel.buffer_at(static_cast<std::uint32_t>(slot));
+    stats_.pieces_receiver_copied +=
+        copy_split_share(channel.flags, position, length, [&](std::size_t offset, std::size_t bytes) {
+          std::memcpy(destination + offset, channel.direct_source + offset, bytes);
+        });
   }
-  return copied.load(std::memory_order_acquire) >= pieces;
+  return std::atomic_ref(*split_pieces_copied_at(channel.flags, position)).load(std::memory_order_acquire) >=
+         split_pieces(length);
+}
+
+// Counts a sound split copy never shows: more pieces copied than the message has, or more
+// taken than the two sides' claims could reach (each side's last claim finds none left).
+const char* ChannelRegistry::split_refusal(const ChannelState& channel, std::uint32_t position,
+                                           std::uint32_t length) noexcept {
+  std::uint64_t pieces = split_pieces(length);
+  if (std::atomic_ref(*split_pieces_copied_at(channel.flags, position)).load(std::memory_order_relaxed) > pieces)
+    return "more pieces of a split copy copied than it has";
+  if (std::atomic_ref(*split_pieces_taken_at(channel.flags, position)).load(std::memory_order_relaxed) > pieces + 2)
+    return "more pieces of a split copy taken than it has";
+  return nullptr;
 }
 
 // Credits for a send channel of this side that rank `from` carried in a flag line.

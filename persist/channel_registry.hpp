@@ -72,6 +72,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   Status finish_handshake(ChannelState& channel) noexcept;
   Expected<void> accept_hello(ChannelState& channel) const;
   void map_direct(ChannelState& channel) noexcept;
+  void map_source(ChannelState& channel) noexcept;
   void release_memory(ChannelState& channel) noexcept;
   [[nodiscard]] bool peer_may_store(const ChannelState& channel) const noexcept;
 
@@ -89,7 +90,8 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   [[nodiscard]] bool splits(std::size_t bytes) const noexcept {
     return split_from_ > 0 && bytes >= split_from_ && bytes > kSplitPieceBytes;
   }
-  Status copy_split_pieces(ChannelState& channel, std::uint32_t slot, std::uint32_t position, std::size_t bytes) noexcept;
+  Status copy_split_pieces(ChannelState& channel, std::uint32_t slot, std::uint32_t position,
+                           std::size_t bytes) noexcept;
   void finish_split(ChannelState& channel) noexcept;
   void await_warm_slot(ChannelState& channel, std::size_t bytes) noexcept;
   [[nodiscard]] std::uint32_t next_free_slot(ChannelState& channel, std::uint64_t credits) noexcept;
@@ -106,6 +108,8 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   void check_flag(ChannelState& channel, std::uint32_t slot) noexcept;
   [[nodiscard]] bool join_split(ChannelState& channel, std::uint32_t position, std::uint64_t slot,
                                 std::uint32_t length) noexcept;
+  [[nodiscard]] static const char* split_refusal(const ChannelState& channel, std::uint32_t position,
+                                                 std::uint32_t length) noexcept;
   [[nodiscard]] static std::uint64_t landed_slot_word(const ChannelState& channel, std::uint64_t sequence,
                                                       std::uint32_t& length) noexcept;
   void take_carried_credits(int from, std::uint64_t slot_word) noexcept;

@@ -68,9 +68,10 @@ Status ChannelRegistry::start_locked(ChannelState& channel, std::size_t bytes) n
     take_unread_carried_credits(shape.peer);
     no_credit = send.started - known_credits(channel) >= shape.slots;
   }
-  set_waiting(channel, no_credit);
-  if (no_credit) return Status::retry;
-  if (send.buffer_writes[channel.next_send_buffer()] > 0) return Status::retry;
+  // A busy buffer waits on the peer too: a write to it, or its share of a split copy.
+  bool buffer_busy = !no_credit && send.buffer_writes[channel.next_send_buffer()] > 0;
+  set_waiting(channel, no_credit || buffer_busy);
+  if (no_credit || buffer_busy) return Status::retry;
   if (shape.partitions > 1) {
     send.partitions_left = shape.partitions;
     std::fill(send.partition_sent.begin(), send.partition_sent.end(), 0);
@@ -188,40 +189,38 @@ Status ChannelRegistry::store_direct(ChannelState& channel, std::size_t bytes) n
 }
 
 // The sender's share of a split copy: pieces in turn with the receiver, until none is
-// left to take. done when every piece is copied; posted while the receiver still copies
-// from this side's buffer (finish_split completes the send).
+// left to take. done when every piece is copied by then; posted while the receiver still
+// copies from this side's buffer (finish_split completes the send). Whether the message
+// streams (TETHER_SHM_STREAMING_COPY) is decided for the whole message, not per piece.
 Status ChannelRegistry::copy_split_pieces(ChannelState& channel, std::uint32_t slot, std::uint32_t position,
                                           std::size_t bytes) noexcept {
-  std::uint64_t pieces = split_pieces(bytes);
-  std::atomic_ref taken(*split_pieces_taken_at(channel.direct_flags, position));
-  std::atomic_ref copied(*split_pieces_copied_at(channel.direct_flags, position));
-  std::byte* slot_bytes = channel.direct_slots + slot * channel.shape.slot_bytes;
-  bool streamed = false;  // the pieces stream alike: the message counts once
-  for (std::uint64_t piece = taken.fetch_add(1, std::memory_order_relaxed); piece < pieces;
-       piece = taken.fetch_add(1, std::memory_order_relaxed)) {
-    std::size_t offset = piece * kSplitPieceBytes;
-    streamed |= transport::shm::copy_to_peer(slot_bytes + offset, channel.buffer_at(0) + offset,
-                                             std::min(kSplitPieceBytes, bytes - offset), streaming_from_);
-    copied.fetch_add(1, std::memory_order_release);
-    ++stats_.pieces_sender_copied;
-  }
-  if (streamed) ++stats_.streamed_stores;
-  if (copied.load(std::memory_order_acquire) >= pieces) return Status::done;
+  std::byte* destination = channel.direct_slots + slot * channel.shape.slot_bytes;
+  const std::byte* source = channel.buffer_at(0);
+  bool streams = bytes >= streaming_from_;
+  if (streams) ++stats_.streamed_stores;
+  stats_.pieces_sender_copied +=
+      copy_split_share(channel.direct_flags, position, bytes, [&](std::size_t offset, std::size_t piece_bytes) {
+        if (streams) transport::shm::stream_copy(destination + offset, source + offset, piece_bytes);
+        else std::memcpy(destination + offset, source + offset, piece_bytes);
+      });
+  std::uint64_t* copied = split_pieces_copied_at(channel.direct_flags, position);
+  if (std::atomic_ref(*copied).load(std::memory_order_acquire) >= split_pieces(bytes)) return Status::done;
   SendProgress& send = channel.send;
-  send.split_copied = split_pieces_copied_at(channel.direct_flags, position);
-  send.split_pieces = pieces;
+  send.split_copied = copied;
+  send.split_pieces = split_pieces(bytes);
   ++send.writes_in_flight;
   ++send.buffer_writes[0];
   return Status::posted;
 }
 
-// The split message's receiver copied its last piece (or the channel failed): its send,
-// and the buffer, are free. Progress lock held.
+// The split message's receiver copied its last piece: its send, and the buffer, are free.
+// A failed channel keeps them busy, as it keeps RMA writes in flight: a receiver given up
+// for silent may still read the buffer. Progress lock held.
 void ChannelRegistry::finish_split(ChannelState& channel) noexcept {
   SendProgress& send = channel.send;
-  if (send.split_copied == nullptr) return;
-  bool copied = std::atomic_ref(*send.split_copied).load(std::memory_order_acquire) >= send.split_pieces;
-  if (!copied && channel.phase != Phase::failed) return;
+  if (send.split_copied == nullptr ||
+      std::atomic_ref(*send.split_copied).load(std::memory_order_acquire) < send.split_pieces)
+    return;
   send.split_copied = nullptr;
   --send.writes_in_flight;
   --send.buffer_writes[0];

@@ -3,6 +3,8 @@
 // `stores_show_in_flags` (std::atomic_ref) and the phase checks before a call takes it.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -97,6 +99,26 @@ inline constexpr std::size_t kSplitPieceBytes = 64 * 1024;
 }
 [[nodiscard]] inline std::uint64_t* split_pieces_copied_at(std::byte* flags, std::uint32_t position) noexcept {
   return flag_at(flags, position) + 3;
+}
+// One side's share of the split copy of a `length`-byte message announced in the flag line
+// at `position`: takes pieces in turn with the other side until none is left, at most
+// every piece (a peer that winds word 2 back cannot keep this side copying), calls
+// copy(offset, bytes) for each and counts it copied. Returns how many pieces it copied.
+template <class Copy>
+std::uint64_t copy_split_share(std::byte* flags, std::uint32_t position, std::size_t length, Copy&& copy) noexcept {
+  std::uint64_t pieces = split_pieces(length);
+  std::atomic_ref taken(*split_pieces_taken_at(flags, position));
+  std::atomic_ref copied(*split_pieces_copied_at(flags, position));
+  std::uint64_t mine = 0;
+  while (mine < pieces && taken.load(std::memory_order_relaxed) < pieces) {
+    std::uint64_t piece = taken.fetch_add(1, std::memory_order_relaxed);
+    if (piece >= pieces) break;
+    std::size_t offset = piece * kSplitPieceBytes;
+    copy(offset, std::min(kSplitPieceBytes, length - offset));
+    copied.fetch_add(1, std::memory_order_release);
+    ++mine;
+  }
+  return mine;
 }
 // Word 1 may also carry credits for a send channel of the line's reader: that channel's
 // id (bits 12-30; 0: none) and the cumulative released count of the writer's receive
@@ -327,15 +349,18 @@ struct ChannelState {
 // Why a notification of a message landing is refused, or nullptr to accept it.
 [[nodiscard]] const char* landing_refusal(Role role, const ChannelShape& shape, const ReceiveProgress& receive,
                                           const Notification& notification) noexcept;
-// Why a direct store's flag line (the slot it names, the length, whether the message is
-// in the line) is refused, or nullptr.
+// Where a direct store put its message: in the slot, in the flag line itself, or in the
+// slot by a split copy (under way while the line is read).
+enum class LineContent : std::uint8_t { slot, flag_line, split };
+// Why a direct store's flag line (the slot it names, the length, where the message is)
+// is refused, or nullptr.
 [[nodiscard]] inline const char* direct_landing_refusal(const ChannelShape& shape, const ReceiveProgress& receive,
                                                         std::uint64_t slot, std::uint32_t length,
-                                                        bool in_flag_line = false, bool split = false) noexcept {
+                                                        LineContent content = LineContent::slot) noexcept {
   if (slot >= shape.slots) return "slot beyond the channel's slots";
   if (receive.slot_held[slot] != 0) return "the slot still holds a message not released";
-  if (in_flag_line && length > kFlagInlineBytes) return "length beyond the flag line";
-  if (split && (in_flag_line || length <= kSplitPieceBytes)) return "a split copy of a message too small to split";
+  if (content == LineContent::flag_line && length > kFlagInlineBytes) return "length beyond the flag line";
+  if (content == LineContent::split && length <= kSplitPieceBytes) return "a split copy of a message too small to split";
   return length > shape.slot_bytes ? "length beyond the slot" : nullptr;
 }
 // Why a notification of an ordered landing (the slot the sender picked) is refused, or nullptr.

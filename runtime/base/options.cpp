@@ -82,8 +82,10 @@ constexpr Option kOptions[] = {
      "Eager messages a rank may have unreceived at one peer; past it messages wait at the sender "
      "(rendezvous), which bounds the unexpected queue at credits x eager limit per peer"},
     {"TETHER_RNDV_PROTOCOL", "auto", Kind::choice,
-     "Rendezvous: put (receiver sends CTS, sender writes) or get (receiver reads); auto is put",
-     "auto|put|get"},
+     "Rendezvous: put (receiver sends CTS, sender writes), get (receiver reads) or split (the sender writes the "
+     "first half while the receiver reads the rest: two cores copy); auto is split where the transport maps the "
+     "peer's memory (shm-own), else put",
+     "auto|put|get|split"},
     {"TETHER_INJECT_MEMLOCK_FAILURE", "0", Kind::boolean,
      "Fault injection, for tests: registering user memory (buffers outside the pool) for a rendezvous fails as "
      "if the locked-memory limit were reached; the peer's send is refused with the same error"},
@@ -141,9 +143,10 @@ constexpr Option kOptions[] = {
      "sooner (tcp, libfabric shm; not verbs or the direct on-node path); capped by the engine's receive "
      "buffers (TETHER_EAGER_LIMIT) and by the peer's own limit; 0: always RMA writes"},
     {"TETHER_CHANNEL_SPLIT_COPY", "256K", Kind::size,
-     "Direct on-node channel messages (shm-own) of at least this many bytes are split copies: the sender and a "
-     "receiver waiting for the message each copy 64 KiB pieces of it at once, so two cores move it (docs/persist.md); "
-     "the send then completes in wait() once the receiver's pieces are copied; 0: the sender copies alone"},
+     "Direct on-node channel messages (shm-own) of at least this many bytes (and over 64 KiB) are split copies: the "
+     "sender and a receiver waiting for the message each copy 64 KiB pieces of it at once, so two cores move it "
+     "(docs/persist.md); the send completes (test, wait, next_buffer) once the receiver's pieces are copied; 0: the "
+     "sender copies alone"},
     {"TETHER_CHANNEL_CLOSE_TIMEOUT", "2s", Kind::duration,
      "Longest a closing send channel waits for its writes in flight before it reports and leaks them"},
 

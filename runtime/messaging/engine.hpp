@@ -175,6 +175,10 @@ class Engine {
   void post_raw(int peer_rank, std::span<const std::byte> bytes, bool take_sequence) noexcept;
   // Eager and control messages handed to the transport so far (handshakes included).
   [[nodiscard]] std::uint64_t messages_sent() const noexcept { return messages_sent_.load(std::memory_order_relaxed); }
+  // Rendezvous receives that took the split protocol (their sender wrote half, they read half).
+  [[nodiscard]] std::uint64_t split_rendezvous_received() const noexcept {
+    return split_rendezvous_received_.load(std::memory_order_relaxed);
+  }
   // Messages a posted receive took where the transport held them (shm-own's ring).
   [[nodiscard]] std::uint64_t messages_read_in_place() const noexcept {
     return messages_read_in_place_.load(std::memory_order_relaxed);
@@ -341,7 +345,8 @@ class Engine {
   }
   void deregister_exposed(RequestSlot* slot) noexcept;
   void* descriptor_of(RequestSlot* slot, const void* buffer) noexcept;
-  RendezvousProtocol choose_protocol() const noexcept;
+  RendezvousProtocol choose_protocol(int peer_rank) const noexcept;
+  void answer_split(RequestSlot* receive, const MessageHeader& header, const transport::RemoteBuffer& target) noexcept;
 
   // Completions (engine.cpp).
   void poll_transport() noexcept;
@@ -403,6 +408,7 @@ class Engine {
   std::atomic<std::uint64_t> messages_sent_{0};
   std::atomic<std::uint64_t> messages_read_in_place_{0};
   std::atomic<std::uint64_t> messages_taken_waiting_{0};
+  std::atomic<std::uint64_t> split_rendezvous_received_{0};
   static void count_one(std::atomic<std::uint64_t>& counter) noexcept {
     counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }

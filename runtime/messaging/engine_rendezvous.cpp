@@ -1,6 +1,8 @@
 // Rendezvous. put: RTS -> CTS (target address and key) -> RMA writes, each chunk with a
 // notification naming the receive request -> both complete. get: RTS carries the source
-// address and key -> the receiver reads the chunks -> FIN -> both complete.
+// address and key -> the receiver reads the chunks -> FIN -> both complete. split: the CTS
+// asks for the first half, which the sender writes while the receiver reads the rest ->
+// FIN once both halves landed -> both complete (on shm-own two cores copy at once).
 #include <fmt/format.h>
 
 #include "runtime/base/log.hpp"
@@ -16,14 +18,22 @@ bool within_one_arena(const void* buffer, std::size_t bytes) noexcept {
   return pool_find(buffer, location) && location.offset + bytes <= location.arena_length;
 }
 
+// Where a split rendezvous of `bytes` hands over from the sender's writes to the
+// receiver's reads: half way, on a cache line.
+std::uint64_t split_point(std::uint64_t bytes) noexcept { return bytes / 2 / 64 * 64; }
+
 std::uint64_t chunk_count(std::uint64_t bytes, std::uint64_t chunk) noexcept {
   return bytes == 0 ? 0 : (bytes + chunk - 1) / chunk;
 }
 
 }  // namespace
 
-RendezvousProtocol Engine::choose_protocol() const noexcept {
-  return options_.rendezvous_protocol == "get" ? RendezvousProtocol::get : RendezvousProtocol::put;
+RendezvousProtocol Engine::choose_protocol(int peer_rank) const noexcept {
+  const std::string& chosen = options_.rendezvous_protocol;
+  if (chosen == "get") return RendezvousProtocol::get;
+  if (chosen == "split") return RendezvousProtocol::split;
+  bool maps = chosen == "auto" && transport_->maps_peer_pool(peers_[static_cast<std::size_t>(peer_rank)].transport_peer);
+  return maps ? RendezvousProtocol::split : RendezvousProtocol::put;
 }
 
 // What the peer needs to reach `bytes` of `buffer`: pool memory gets a key of its own
@@ -119,6 +129,7 @@ void Engine::answer_rts(RequestSlot* receive, const MessageHeader& header, const
     if (resolved) refuse_rendezvous(receive, header, target.error().code);
     return complete(receive, target.error().code);
   }
+  if (rts.protocol == RendezvousProtocol::split) return answer_split(receive, header, *target);
   if (rts.protocol == RendezvousProtocol::get) {
     if (receive->chunks_left == 0) return finish_get(receive);
     if (!post_chunks(receive)) waiting_writes_.push_back(receive);
@@ -132,6 +143,26 @@ void Engine::answer_rts(RequestSlot* receive, const MessageHeader& header, const
                         receive->chunk_bytes}};
   if (!post_control(source, &message, sizeof message)) return complete(receive, Errc::out_of_memory);
   if (receive->chunks_left == 0) finish_receive(receive);
+}
+
+// Split: the CTS asks the sender to write the first half, and this side reads the rest at
+// once; the receive counts both halves' chunks and ends with a FIN (finish_get), which the
+// sender waits for too (it must not reuse a buffer this side still reads).
+void Engine::answer_split(RequestSlot* receive, const MessageHeader& header,
+                          const transport::RemoteBuffer& target) noexcept {
+  std::uint64_t written = split_point(receive->transfer_bytes);
+  struct {
+    MessageHeader header;
+    ClearToSend body;
+  } message{make_header(MessageKind::cts, rank_, header.tag, 0, header.message_bytes),
+            ClearToSend{receive->peer_request, requests_.id_of(receive), target, written, receive->chunk_bytes}};
+  if (!post_control(receive->peer, &message, sizeof message)) return complete(receive, Errc::out_of_memory);
+  receive->chunks_left = chunk_count(written, receive->chunk_bytes) +
+                         chunk_count(receive->transfer_bytes - written, receive->chunk_bytes);
+  receive->posted_bytes = written;  // the reads start there
+  count_one(split_rendezvous_received_);
+  if (receive->chunks_left == 0) return finish_get(receive);
+  if (!post_chunks(receive)) waiting_writes_.push_back(receive);
 }
 
 // Tells the sender its message cannot land here, so its send fails with `error` instead of
@@ -170,9 +201,12 @@ void Engine::on_cts(const DecodedMessage& message) noexcept {
   send->peer_request = message.cts.receiver_request;
   send->transfer_bytes = message.cts.bytes_to_write;
   send->chunk_bytes = message.cts.chunk_bytes;
-  send->chunks_left = chunk_count(send->transfer_bytes, send->chunk_bytes);
-  send->protocol = RendezvousProtocol::put;
+  // A split send also waits for the receiver's FIN: it reads the rest of this buffer.
+  bool awaits_fin = send->protocol == RendezvousProtocol::split;
+  send->chunks_left = chunk_count(send->transfer_bytes, send->chunk_bytes) + (awaits_fin ? 1 : 0);
+  if (!awaits_fin) send->protocol = RendezvousProtocol::put;
   if (send->chunks_left == 0) return complete(send, Errc::ok);
+  if (send->transfer_bytes == 0) return;  // only the FIN to come
   if (!post_chunks(send)) waiting_writes_.push_back(send);
 }
 
@@ -244,7 +278,9 @@ void Engine::on_remote_write(const transport::Completion& completion) noexcept {
     log::error("runtime", "dropped a write notification {:#x} for no receive in flight", completion.notification);
     return;
   }
-  if (--receive->chunks_left == 0) finish_receive(receive);
+  if (--receive->chunks_left > 0) return;
+  if (receive->protocol == RendezvousProtocol::split) return finish_get(receive);
+  finish_receive(receive);
 }
 
 void Engine::on_fin(const DecodedMessage& message) noexcept {
@@ -252,6 +288,10 @@ void Engine::on_fin(const DecodedMessage& message) noexcept {
   if (send == nullptr || send->kind != RequestKind::send ||
       send->peer != static_cast<int>(message.header.source_rank)) {
     log::error("runtime", "dropped a FIN from rank {} for a send that is not in flight", message.header.source_rank);
+    return;
+  }
+  if (send->protocol == RendezvousProtocol::split && send->chunks_left > 1) {  // its own writes still land
+    --send->chunks_left;
     return;
   }
   complete(send, Errc::ok);

@@ -112,6 +112,7 @@ MessageHeader Engine::write_eager(int peer_rank, int tag, std::uint32_t sequence
 }
 
 void Engine::send_rts(RequestSlot* slot, PeerState& peer) noexcept {
+  slot->protocol = choose_protocol(slot->peer);
   auto source = expose(slot, const_cast<void*>(slot->send_buffer), slot->buffer_bytes);
   if (!source) {
     log::error("runtime", "cannot register a {}-byte send buffer: {}", slot->buffer_bytes, source.error().message());
@@ -121,7 +122,7 @@ void Engine::send_rts(RequestSlot* slot, PeerState& peer) noexcept {
     MessageHeader header;
     RendezvousRequest body;
   } message{make_header(MessageKind::rts, rank_, slot->tag, peer.next_send_sequence, slot->buffer_bytes),
-            RendezvousRequest{requests_.id_of(slot), *source, choose_protocol(), {}}};
+            RendezvousRequest{requests_.id_of(slot), *source, slot->protocol, {}}};
   if (!post_control(slot->peer, &message, sizeof message)) return complete(slot, Errc::out_of_memory);
   ++peer.next_send_sequence;
 }

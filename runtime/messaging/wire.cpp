@@ -41,9 +41,10 @@ Body read_body(std::span<const std::byte> bytes) {
 Expected<void> check_body(const DecodedMessage& message) {
   if (message.header.kind == MessageKind::rts) {
     auto protocol = message.rts.protocol;
-    if (protocol != RendezvousProtocol::put && protocol != RendezvousProtocol::get)
+    if (protocol != RendezvousProtocol::put && protocol != RendezvousProtocol::get &&
+        protocol != RendezvousProtocol::split)
       return malformed(fmt::format("rts names protocol {}", static_cast<int>(protocol)));
-    if (message.rts.source.length < message.header.message_bytes && protocol == RendezvousProtocol::get)
+    if (message.rts.source.length < message.header.message_bytes && protocol != RendezvousProtocol::put)
       return malformed("rts offers a source shorter than the message");
   }
   if (message.header.kind == MessageKind::channel) {

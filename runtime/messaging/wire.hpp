@@ -59,11 +59,14 @@ struct RequestId {
   }
 };
 
-enum class RendezvousProtocol : std::uint8_t { put = 1, get = 2 };
+// put: the receiver answers a CTS and the sender writes; get: the receiver reads and sends
+// FIN; split: both at once, the sender writing the first half (CTS) while the receiver reads
+// the rest, then FIN (two cores copy where the transport maps memory).
+enum class RendezvousProtocol : std::uint8_t { put = 1, get = 2, split = 3 };
 
 struct RendezvousRequest {            // after an rts header
   RequestId sender_request;
-  transport::RemoteBuffer source;     // the sender's buffer, for the get variant
+  transport::RemoteBuffer source;     // the sender's buffer, for the get and split variants
   RendezvousProtocol protocol;
   std::uint8_t padding[7];
 };

@@ -120,7 +120,8 @@ void apply(Model& model, std::uint64_t bits) {
   }
   if (model.ordered) {
     // The same slot and length as a direct store carried in its flag line
-    if (direct_landing_refusal(model.shape, model.receive, notification.slot, notification.value, true) == nullptr)
+    if (direct_landing_refusal(model.shape, model.receive, notification.slot, notification.value,
+                               LineContent::flag_line) == nullptr)
       FUZZ_ASSERT(notification.value <= kFlagInlineBytes && notification.value <= model.shape.slot_bytes &&
                   notification.slot < model.shape.slots && model.receive.slot_held[notification.slot] == 0);
     FUZZ_ASSERT(ordered_landing_refusal(Role::send, model.shape, model.receive, notification) != nullptr);

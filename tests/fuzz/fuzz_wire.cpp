@@ -38,7 +38,8 @@ void check_limits(const DecodedMessage& message, std::span<const std::byte> byte
     FUZZ_ASSERT(message.cts.bytes_to_write == 0 || message.cts.chunk_bytes > 0);
   }
   if (header.kind == MessageKind::rts) {
-    FUZZ_ASSERT(message.rts.protocol == RendezvousProtocol::put || message.rts.protocol == RendezvousProtocol::get);
+    FUZZ_ASSERT(message.rts.protocol == RendezvousProtocol::put || message.rts.protocol == RendezvousProtocol::get ||
+                message.rts.protocol == RendezvousProtocol::split);
     FUZZ_ASSERT(message.rts.protocol == RendezvousProtocol::put || message.rts.source.length >= header.message_bytes);
   }
 }

@@ -80,6 +80,14 @@ void sizes(Runtime& runtime, bool pool_buffers) {
       std::free(in);
     }
   }
+  // TETHER_RNDV_PROTOCOL=split: each rendezvous receive (64 KiB and up) read its second half
+  // itself; put or get: none did (auto picks by transport).
+  const char* protocol = std::getenv("TETHER_RNDV_PROTOCOL");
+  std::string_view chosen = protocol != nullptr ? protocol : "auto";
+  std::uint64_t received_split = runtime.engine().split_rendezvous_received();
+  if (chosen != "auto")
+    CHECK(received_split == (chosen == "split" ? 4U : 0U), "{} split rendezvous received (TETHER_RNDV_PROTOCOL={})",
+          received_split, chosen);
 }
 
 // Messages between a pair with the same tag arrive in send order, eager and rendezvous mixed.

@@ -72,7 +72,7 @@ struct Case {
   std::string scenario;
   int ranks;
   std::string transport;  // "shm" or "tcp"
-  std::string protocol;   // "put" or "get"
+  std::string protocol;   // "put", "get" or "split"
 };
 
 void PrintTo(const Case& test_case, std::ostream* out) {
@@ -137,7 +137,7 @@ TEST_P(TetherRunMessaging, ScenarioPasses) {
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
   for (std::string transport : {"shm", "ofishm", "tcp", "ofitcp"})
-    for (std::string protocol : {"put", "get"}) {
+    for (std::string protocol : {"put", "get", "split"}) {
       cases.push_back({"sizes", 2, transport, protocol});
       cases.push_back({"sizes-pool", 3, transport, protocol});
       cases.push_back({"truncation", 2, transport, protocol});
@@ -151,7 +151,7 @@ std::vector<Case> all_cases() {
     cases.push_back({"read-in-place", 2, transport, "put"});
     cases.push_back({"waited-in-place", 2, transport, "put"});
   }
-  for (std::string protocol : {"put", "get"}) {
+  for (std::string protocol : {"put", "get", "split"}) {
     cases.push_back({"sizes", 4, "hybrid", protocol});
     cases.push_back({"sizes", 2, "tcpsend", protocol});
   }

@@ -1,6 +1,9 @@
 // persist::check_hello, the pure check of the peer's handshake: a hello that agrees is
 // accepted; one that disagrees on shape or landing order is refused naming both sides.
-// Also direct_landing_refusal for a message carried in its flag line.
+// Also direct_landing_refusal for a message carried in its flag line or split, and the
+// shares of a split copy.
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "persist/channel_state.hpp"
@@ -84,13 +87,14 @@ TEST(DirectLandingCheck, RefusesAFlagLineMessageLongerThanTheLine) {
   ChannelShape shape = four_slots_of_4k();
   ReceiveProgress receive;
   receive.slot_held.assign(shape.slots, 0);
-  EXPECT_EQ(direct_landing_refusal(shape, receive, 2, kFlagInlineBytes, true), nullptr);
-  EXPECT_STREQ(direct_landing_refusal(shape, receive, 2, kFlagInlineBytes + 1, true), "length beyond the flag line");
-  EXPECT_EQ(direct_landing_refusal(shape, receive, 2, 4096, false), nullptr);
-  EXPECT_STREQ(direct_landing_refusal(shape, receive, 2, 4097, false), "length beyond the slot");
+  constexpr LineContent kInLine = LineContent::flag_line;
+  EXPECT_EQ(direct_landing_refusal(shape, receive, 2, kFlagInlineBytes, kInLine), nullptr);
+  EXPECT_STREQ(direct_landing_refusal(shape, receive, 2, kFlagInlineBytes + 1, kInLine), "length beyond the flag line");
+  EXPECT_EQ(direct_landing_refusal(shape, receive, 2, 4096), nullptr);
+  EXPECT_STREQ(direct_landing_refusal(shape, receive, 2, 4097), "length beyond the slot");
   receive.slot_held[2] = 1;
-  EXPECT_STREQ(direct_landing_refusal(shape, receive, 2, 8, true), "the slot still holds a message not released");
-  EXPECT_STREQ(direct_landing_refusal(shape, receive, 4, 8, true), "slot beyond the channel's slots");
+  EXPECT_STREQ(direct_landing_refusal(shape, receive, 2, 8, kInLine), "the slot still holds a message not released");
+  EXPECT_STREQ(direct_landing_refusal(shape, receive, 4, 8, kInLine), "slot beyond the channel's slots");
 }
 
 // A split copy (kSlotSplit) is for messages of more than one piece, never in the flag line.
@@ -99,13 +103,41 @@ TEST(DirectLandingCheck, RefusesASplitCopyOfAMessageTooSmallToSplit) {
   ReceiveProgress receive;
   receive.slot_held.assign(shape.slots, 0);
   const char* too_small = "a split copy of a message too small to split";
-  EXPECT_EQ(direct_landing_refusal(shape, receive, 1, kSplitPieceBytes + 1, false, true), nullptr);
-  EXPECT_EQ(direct_landing_refusal(shape, receive, 1, 1U << 20, false, true), nullptr);
-  EXPECT_STREQ(direct_landing_refusal(shape, receive, 1, kSplitPieceBytes, false, true), too_small);
-  EXPECT_STREQ(direct_landing_refusal(shape, receive, 1, 8, true, true), too_small);
-  EXPECT_STREQ(direct_landing_refusal(shape, receive, 1, (1U << 20) + 1, false, true), "length beyond the slot");
+  constexpr LineContent kSplit = LineContent::split;
+  EXPECT_EQ(direct_landing_refusal(shape, receive, 1, kSplitPieceBytes + 1, kSplit), nullptr);
+  EXPECT_EQ(direct_landing_refusal(shape, receive, 1, 1U << 20, kSplit), nullptr);
+  EXPECT_STREQ(direct_landing_refusal(shape, receive, 1, kSplitPieceBytes, kSplit), too_small);
+  EXPECT_STREQ(direct_landing_refusal(shape, receive, 1, 8, kSplit), too_small);
+  EXPECT_STREQ(direct_landing_refusal(shape, receive, 1, (1U << 20) + 1, kSplit), "length beyond the slot");
   EXPECT_EQ(split_pieces(kSplitPieceBytes + 1), 2U);
   EXPECT_EQ(split_pieces(std::size_t{1} << 20), 16U);
+}
+
+// Both sides' shares of one split copy cover every byte once, a short last piece
+// included, and a share never takes more pieces than the message has.
+TEST(SplitCopyShare, TwoSharesCopyEveryPieceOnce) {
+  alignas(64) std::byte line[kFlagStride] = {};
+  const std::size_t length = 3 * kSplitPieceBytes + 100;
+  std::vector<int> copies(split_pieces(length), 0);
+  std::size_t bytes_copied = 0;
+  auto count = [&](std::size_t offset, std::size_t bytes) {
+    ++copies[offset / kSplitPieceBytes];
+    bytes_copied += bytes;
+  };
+  std::uint64_t others = 0;
+  std::uint64_t first = copy_split_share(line, 0, length, [&](std::size_t offset, std::size_t bytes) {
+    count(offset, bytes);
+    if (offset == 0) others = copy_split_share(line, 0, length, count);  // the other side takes the rest
+  });
+  EXPECT_EQ(others, 3U);
+  EXPECT_EQ(first, 1U);
+  EXPECT_EQ(copies, std::vector<int>(4, 1));
+  EXPECT_EQ(bytes_copied, length);
+  EXPECT_EQ(*split_pieces_copied_at(line, 0), 4U);
+  // A peer winding word 2 back after every piece: one share still stops after as many pieces as there are.
+  *split_pieces_taken_at(line, 0) = 0;
+  EXPECT_EQ(copy_split_share(line, 0, length, [&](std::size_t, std::size_t) { *split_pieces_taken_at(line, 0) = 0; }),
+            4U);
 }
 
 }  // namespace

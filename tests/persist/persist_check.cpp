@@ -252,48 +252,75 @@ void lazy_acknowledgements(Runtime& runtime) {
   fmt::print("rank {}: {} rounds of {} messages, acknowledgements read late\n", runtime.rank(), rounds, kMessages);
 }
 
-// Whether TETHER_CHANNEL_SPLIT_COPY is 0 (split copies off) in this job's environment.
-bool split_copy_off() {
-  const char* split = std::getenv("TETHER_CHANNEL_SPLIT_COPY");
-  return split != nullptr && std::string_view(split) == "0";
+// Whether environment variable `name` is set to `value` in this job.
+bool env_is(const char* name, std::string_view value) {
+  const char* set = std::getenv(name);
+  return set != nullptr && std::string_view(set) == value;
 }
 
 // Large messages (rendezvous sizes for send/receive) through few slots. On the direct path
-// most are split copies (TETHER_CHANNEL_SPLIT_COPY, 256 KiB by default): the receiver,
-// waiting, copies pieces of them itself, and every byte is checked where it landed.
+// the full-slot ones are split copies (TETHER_CHANNEL_SPLIT_COPY, 256 KiB by default).
 void large(Runtime& runtime) {
   if (runtime.rank() > 1) return;
   int peer = 1 - runtime.rank();
   ChannelShape shape{.peer = peer, .tag = 6, .slot_bytes = std::size_t{4} << 20, .slots = 2};
-  const char* shm = std::getenv("TETHER_SHM");
-  const char* shm_transport = std::getenv("TETHER_SHM_TRANSPORT");
-  bool direct = (shm == nullptr || std::string_view(shm) != "off") &&
-                (shm_transport == nullptr || std::string_view(shm_transport) != "ofi");
   if (runtime.rank() == 0) {
     SendChannel out = connected_send(runtime, shape);
     send_stream(out, 0, count_or(40));
     // TETHER_SHM_STREAMING_COPY=0 streams every direct store into a slot (not those carried
     // in the flag line; a split copy counts once, for the sender's pieces); unset or off, none.
-    const char* streaming = std::getenv("TETHER_SHM_STREAMING_COPY");
-    bool streams = streaming != nullptr && std::string_view(streaming) == "0";
+    bool streams = env_is("TETHER_SHM_STREAMING_COPY", "0");
     ChannelStats stats = tether::channel_stats(runtime);
     std::uint64_t into_slots = stats.direct_stores - stats.flag_line_messages;
     CHECK(streams ? stats.streamed_stores == into_slots && into_slots > 0 : stats.streamed_stores == 0,
           "{} of {} direct stores into slots streamed with TETHER_SHM_STREAMING_COPY={}", stats.streamed_stores,
-          into_slots, streaming != nullptr ? streaming : "(unset)");
-    bool splits = into_slots > 0 && !split_copy_off();
+          into_slots, streams ? "0" : "(unset)");
+    bool splits = into_slots > 0 && !env_is("TETHER_CHANNEL_SPLIT_COPY", "0");
     CHECK(splits ? stats.split_copies > 0 && stats.split_copies <= into_slots : stats.split_copies == 0,
-          "{} split copies of {} direct stores into slots (TETHER_CHANNEL_SPLIT_COPY {})", stats.split_copies,
-          into_slots, split_copy_off() ? "0" : "on");
+          "{} split copies of {} direct stores into slots", stats.split_copies, into_slots);
   } else {
     ReceiveChannel in = connected_receive(runtime, shape);
     receive_stream(in, 0, count_or(40));
-    ChannelStats stats = tether::channel_stats(runtime);
-    bool helps = direct && !split_copy_off();
-    CHECK(helps ? stats.pieces_receiver_copied > 0 : stats.pieces_receiver_copied == 0,
-          "the receiver copied {} pieces of split copies (direct path {}, TETHER_CHANNEL_SPLIT_COPY {})",
-          stats.pieces_receiver_copied, direct ? "yes" : "no", split_copy_off() ? "0" : "on");
   }
+}
+
+// Split copies of many lengths, back to back: odd sizes from half a slot to a whole one
+// (short last pieces), each produced in the buffer once next_buffer() frees it (the
+// receiver may still read the last one's) and checked where it landed. The receiver waits
+// for each, so it copies pieces of them itself; with TETHER_CHANNEL_SPLIT_COPY=0 none.
+void split_sizes(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 31, .slot_bytes = (std::size_t{1} << 20) + 4104, .slots = 2};
+  std::uint64_t count = count_or(300);
+  auto bytes_of = [&](std::uint64_t i) { return shape.slot_bytes - (i * 40961) % (shape.slot_bytes / 2); };
+  bool off = env_is("TETHER_CHANNEL_SPLIT_COPY", "0");
+  if (runtime.rank() == 0) {
+    SendChannel out = connected_send(runtime, shape);
+    for (std::uint64_t i = 0; i < count && tether::testing::rank_checks_passed(); ++i) {
+      std::span<std::byte> buffer;
+      while (out.next_buffer(buffer) == Status::retry) {}
+      fill(buffer.first(bytes_of(i)), 0, i);
+      CHECK(start_when_possible(out, bytes_of(i)) != Status::error, "start {}: {}", i, out.last_error().message());
+    }
+    CHECK(out.wait() == Status::done, "wait: {}", out.last_error().message());
+    ChannelStats stats = tether::channel_stats(runtime);
+    CHECK(stats.split_copies == (off ? 0 : count), "{} split copies of {} messages", stats.split_copies, count);
+    fmt::print("rank 0: {} split copies, {} pieces copied here\n", stats.split_copies, stats.pieces_sender_copied);
+    return;
+  }
+  ReceiveChannel in = connected_receive(runtime, shape);
+  std::uint64_t bad = 0;
+  for (std::uint64_t i = 0; i < count && tether::testing::rank_checks_passed(); ++i) {
+    Bytes message;
+    CHECK(in.wait(message) == Status::done, "wait {}: {}", i, in.last_error().message());
+    if (message.size() != bytes_of(i) || !matches(message, 0, i)) ++bad;
+    CHECK(in.release() == Status::done, "release {}: {}", i, in.last_error().message());
+  }
+  CHECK(bad == 0, "{} of {} split copies differ from what was sent", bad, count);
+  std::uint64_t pieces = tether::channel_stats(runtime).pieces_receiver_copied;
+  CHECK(off ? pieces == 0 : pieces > 0, "the receiver copied {} pieces (TETHER_CHANNEL_SPLIT_COPY {})", pieces,
+        off ? "0" : "on");
+  fmt::print("rank 1: {} pieces copied here\n", pieces);
 }
 
 // A receiver that holds each message: the sender meets back-pressure (retry), and no held
@@ -787,6 +814,7 @@ int main(int argc, char** argv) {
   std::map<std::string_view, std::function<void(Runtime&)>> scenarios = {
       {"integrity", integrity}, {"duplex", duplex}, {"reply-credits", reply_credits},
       {"lazy-acknowledgements", lazy_acknowledgements}, {"large", large},       {"slow-receiver", slow_receiver},
+      {"split-sizes", split_sizes},
       {"partitioned", partitioned}, {"many", many},   {"no-overhead", no_overhead},
       {"user-buffers", user_buffers}, {"self", self}, {"mismatch", mismatch},
       {"bad-input", bad_input}, {"close-in-flight", close_in_flight}, {"fan-in", fan_in},

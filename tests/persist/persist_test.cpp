@@ -111,7 +111,10 @@ std::vector<Case> tether_run_cases() {
     cases.push_back({scenario, 2, "ofishm", scenario == "integrity" ? "100000" : ""});
   for (std::string scenario : {"integrity", "large", "duplex", "user-slots"})
     cases.push_back({scenario, 2, "shmstream", scenario == "integrity" ? "100000" : ""});
-  for (std::string scenario : {"large", "held-large-slots"}) cases.push_back({scenario, 2, "shmsplitoff", ""});
+  for (std::string scenario : {"large", "held-large-slots", "split-sizes"})
+    cases.push_back({scenario, 2, "shmsplitoff", ""});
+  cases.push_back({"split-sizes", 2, "shm", ""});
+  cases.push_back({"split-sizes", 2, "shmstream", ""});
   cases.push_back({"many", 3, "hybrid", ""});
   cases.push_back({"send-buffers", 2, "hybrid", ""});  // maps_peer_pool through the hybrid's routes
   cases.push_back({"integrity", 2, "tcpsend", "20000"});

@@ -83,7 +83,8 @@ struct ChannelStats {
 class SendChannel {
  public:
   // Message buffers come from the pinned pool (one per slot; one where the transport maps
-  // the peer's memory, shm-own, since the message is copied at start()).
+  // the peer's memory, shm-own, since the message is copied at start(), or, split, by
+  // start() and the receiver until the send completes).
   static Expected<SendChannel> create(Runtime& runtime, const ChannelShape& shape);
   // Messages are sent from `user_buffer` (>= slot_bytes), registered once through a
   // registration cache; one message is in flight from it at a time.
