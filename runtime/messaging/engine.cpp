@@ -501,7 +501,7 @@ void Engine::handle_error(const transport::Completion& completion) noexcept {
       return;
     case ContextKind::chunk_write:
     case ContextKind::chunk_read:
-      if (RequestSlot* slot = chunk_slot(completion.context)) complete(slot, completion.error);
+      if (RequestSlot* slot = chunk_slot(completion.context)) fail_transfer(slot, completion.error);
       return;
     case ContextKind::channel:
       on_channel_operation(completion);

@@ -29,7 +29,7 @@ struct EngineOptions {
   std::uint32_t max_requests = 65536;
   std::size_t chunk_bytes = std::size_t{2} << 20;
   std::uint32_t eager_credits = 64;  // per peer (engine_credits.cpp)
-  std::string rendezvous_protocol = "auto";  // auto | put | get
+  std::string rendezvous_protocol = "auto";  // auto | put | get | split
   bool progress_thread = false;
   std::string yield = "auto";  // auto | on | off (runtime/base/yield.hpp)
   std::chrono::nanoseconds peer_timeout{std::chrono::seconds(30)};  // 0: peers never time out
@@ -175,7 +175,11 @@ class Engine {
   void post_raw(int peer_rank, std::span<const std::byte> bytes, bool take_sequence) noexcept;
   // Eager and control messages handed to the transport so far (handshakes included).
   [[nodiscard]] std::uint64_t messages_sent() const noexcept { return messages_sent_.load(std::memory_order_relaxed); }
-  // Rendezvous receives that took the split protocol (their sender wrote half, they read half).
+  // Rendezvous receives (an RTS matched), and of those the ones that took the split
+  // protocol (their sender wrote half, they read half).
+  [[nodiscard]] std::uint64_t rendezvous_received() const noexcept {
+    return rendezvous_received_.load(std::memory_order_relaxed);
+  }
   [[nodiscard]] std::uint64_t split_rendezvous_received() const noexcept {
     return split_rendezvous_received_.load(std::memory_order_relaxed);
   }
@@ -345,7 +349,9 @@ class Engine {
   }
   void deregister_exposed(RequestSlot* slot) noexcept;
   void* descriptor_of(RequestSlot* slot, const void* buffer) noexcept;
-  RendezvousProtocol choose_protocol(int peer_rank) const noexcept;
+  RendezvousProtocol choose_protocol(int peer_rank, const void* buffer, std::size_t bytes) const noexcept;
+  RequestSlot* send_in_flight(RequestId id, int source) noexcept;
+  void fail_transfer(RequestSlot* slot, Errc error) noexcept;
   void answer_split(RequestSlot* receive, const MessageHeader& header, const transport::RemoteBuffer& target) noexcept;
 
   // Completions (engine.cpp).
@@ -409,6 +415,7 @@ class Engine {
   std::atomic<std::uint64_t> messages_read_in_place_{0};
   std::atomic<std::uint64_t> messages_taken_waiting_{0};
   std::atomic<std::uint64_t> split_rendezvous_received_{0};
+  std::atomic<std::uint64_t> rendezvous_received_{0};
   static void count_one(std::atomic<std::uint64_t>& counter) noexcept {
     counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }

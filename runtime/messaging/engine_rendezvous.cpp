@@ -28,11 +28,15 @@ std::uint64_t chunk_count(std::uint64_t bytes, std::uint64_t chunk) noexcept {
 
 }  // namespace
 
-RendezvousProtocol Engine::choose_protocol(int peer_rank) const noexcept {
+// auto: split where the receiver maps the send buffer (pool memory, a transport that maps
+// the peer's pool: shm-own), so its half is a memcpy; else put (user memory would need
+// cross-memory attach, which a put into a pool buffer does not).
+RendezvousProtocol Engine::choose_protocol(int peer_rank, const void* buffer, std::size_t bytes) const noexcept {
   const std::string& chosen = options_.rendezvous_protocol;
   if (chosen == "get") return RendezvousProtocol::get;
   if (chosen == "split") return RendezvousProtocol::split;
-  bool maps = chosen == "auto" && transport_->maps_peer_pool(peers_[static_cast<std::size_t>(peer_rank)].transport_peer);
+  bool maps = chosen == "auto" && within_one_arena(buffer, bytes) &&
+              transport_->maps_peer_pool(peers_[static_cast<std::size_t>(peer_rank)].transport_peer);
   return maps ? RendezvousProtocol::split : RendezvousProtocol::put;
 }
 
@@ -110,6 +114,7 @@ void* Engine::descriptor_of(RequestSlot* slot, const void*) noexcept {
 
 void Engine::answer_rts(RequestSlot* receive, const MessageHeader& header, const RendezvousRequest& rts) noexcept {
   int source = static_cast<int>(header.source_rank);
+  count_one(rendezvous_received_);
   receive->info.source = source;
   receive->info.tag = header.tag;
   receive->info.bytes = header.message_bytes;
@@ -179,10 +184,18 @@ void Engine::refuse_rendezvous(RequestSlot* receive, const MessageHeader& header
     log::error("runtime", "could not tell rank {} that its message cannot land; its send waits", receive->peer);
 }
 
+// The send a CTS or FIN names, if it is still in flight to that rank.
+RequestSlot* Engine::send_in_flight(RequestId id, int source) noexcept {
+  RequestSlot* send = requests_.find(id);
+  bool in_flight = send != nullptr && send->kind == RequestKind::send && send->peer == source &&
+                   send->state.load(std::memory_order_acquire) == SlotState::pending;
+  return in_flight ? send : nullptr;
+}
+
 void Engine::on_cts(const DecodedMessage& message) noexcept {
-  RequestSlot* send = requests_.find(message.cts.sender_request);
   int source = static_cast<int>(message.header.source_rank);
-  if (send == nullptr || send->kind != RequestKind::send || send->peer != source) {
+  RequestSlot* send = send_in_flight(message.cts.sender_request, source);
+  if (send == nullptr) {
     log::error("runtime", "dropped a CTS from rank {} for a send that is not in flight", source);
     return;
   }
@@ -203,6 +216,7 @@ void Engine::on_cts(const DecodedMessage& message) noexcept {
   send->chunk_bytes = message.cts.chunk_bytes;
   // A split send also waits for the receiver's FIN: it reads the rest of this buffer.
   bool awaits_fin = send->protocol == RendezvousProtocol::split;
+  send->fin_due = awaits_fin;
   send->chunks_left = chunk_count(send->transfer_bytes, send->chunk_bytes) + (awaits_fin ? 1 : 0);
   if (!awaits_fin) send->protocol = RendezvousProtocol::put;
   if (send->chunks_left == 0) return complete(send, Errc::ok);
@@ -230,7 +244,7 @@ bool Engine::post_chunks(RequestSlot* slot) noexcept {
     if (status == Status::retry) return false;
     if (status == Status::error) {
       log::error("runtime", "rendezvous with rank {} failed: {}", slot->peer, transport_->last_error().message());
-      complete(slot, transport_->last_error().code);
+      fail_transfer(slot, transport_->last_error().code);
       return true;
     }
     slot->posted_bytes += length;
@@ -264,6 +278,22 @@ void Engine::finish_get(RequestSlot* receive) noexcept {
   finish_receive(receive);
 }
 
+// A transfer that failed. A get or split receive answered already, so its sender waits
+// for a FIN: it gets one flagged kRefused with the error, and its send fails too.
+void Engine::fail_transfer(RequestSlot* slot, Errc error) noexcept {
+  if (slot->kind == RequestKind::receive && slot->protocol != RendezvousProtocol::put) {
+    struct {
+      MessageHeader header;
+      RendezvousDone body;
+    } message{make_header(MessageKind::fin, rank_, slot->info.tag, 0, static_cast<std::uint64_t>(error)),
+              RendezvousDone{slot->peer_request}};
+    message.header.flags = kRefused;
+    if (!post_control(slot->peer, &message, sizeof message))
+      log::error("runtime", "could not tell rank {} that its message failed here; its send waits", slot->peer);
+  }
+  complete(slot, error);
+}
+
 void Engine::finish_receive(RequestSlot* receive) noexcept {
   complete(receive, receive->info.received_bytes < receive->info.bytes ? Errc::truncated : Errc::ok);
 }
@@ -284,13 +314,21 @@ void Engine::on_remote_write(const transport::Completion& completion) noexcept {
 }
 
 void Engine::on_fin(const DecodedMessage& message) noexcept {
-  RequestSlot* send = requests_.find(message.fin.sender_request);
-  if (send == nullptr || send->kind != RequestKind::send ||
-      send->peer != static_cast<int>(message.header.source_rank)) {
-    log::error("runtime", "dropped a FIN from rank {} for a send that is not in flight", message.header.source_rank);
+  int source = static_cast<int>(message.header.source_rank);
+  RequestSlot* send = send_in_flight(message.fin.sender_request, source);
+  bool split = send != nullptr && send->protocol == RendezvousProtocol::split;
+  if (send == nullptr || (split && !send->fin_due)) {
+    log::error("runtime", "dropped a FIN from rank {} for a send that is not in flight or expects none", source);
     return;
   }
-  if (send->protocol == RendezvousProtocol::split && send->chunks_left > 1) {  // its own writes still land
+  if ((message.header.flags & kRefused) != 0) {
+    auto error = static_cast<Errc>(message.header.message_bytes);
+    log::error("runtime", "rank {} failed the {}-byte message with tag {}: {} (its log says why)", source,
+               send->buffer_bytes, send->tag, errc_name(error));
+    return complete(send, error);
+  }
+  send->fin_due = false;
+  if (split && send->chunks_left > 1) {  // its own writes still land
     --send->chunks_left;
     return;
   }

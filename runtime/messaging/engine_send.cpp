@@ -112,7 +112,7 @@ MessageHeader Engine::write_eager(int peer_rank, int tag, std::uint32_t sequence
 }
 
 void Engine::send_rts(RequestSlot* slot, PeerState& peer) noexcept {
-  slot->protocol = choose_protocol(slot->peer);
+  slot->protocol = choose_protocol(slot->peer, slot->send_buffer, slot->buffer_bytes);
   auto source = expose(slot, const_cast<void*>(slot->send_buffer), slot->buffer_bytes);
   if (!source) {
     log::error("runtime", "cannot register a {}-byte send buffer: {}", slot->buffer_bytes, source.error().message());

@@ -39,9 +39,10 @@ struct RequestSlot {
   std::uint64_t posted_bytes = 0;     // of transfer_bytes, handed to the transport so far
   std::uint64_t transfer_bytes = 0;   // what moves by RMA
   std::uint64_t chunk_bytes = 0;
-  transport::RemoteBuffer remote{};   // the peer's buffer (put: target; get: source)
+  transport::RemoteBuffer remote{};   // the peer's buffer (put: target; get, split: source)
   RequestId peer_request{};           // the other side's request
   RendezvousProtocol protocol = RendezvousProtocol::put;
+  bool fin_due = false;               // a split send: its CTS came, its FIN not yet
   // Links in the engine's list of posted receives (PostedReceives).
   RequestSlot* posted_next = nullptr;
   RequestSlot* posted_prev = nullptr;
@@ -124,6 +125,8 @@ class RequestTable {
     slot.chunks_left = 0;
     slot.posted_bytes = 0;
     slot.transfer_bytes = 0;
+    slot.protocol = RendezvousProtocol::put;
+    slot.fin_due = false;
     request = Request{index, slot.generation.load(std::memory_order_relaxed)};
     slot.state.store(SlotState::pending, std::memory_order_release);
     return &slot;

@@ -38,6 +38,17 @@ Body read_body(std::span<const std::byte> bytes) {
   return body;
 }
 
+bool known_error(std::uint64_t code) { return code != 0 && code <= static_cast<std::uint64_t>(Errc::config); }
+
+// A refused CTS (the receiver cannot expose its buffer) carries nothing to write and its
+// error code in chunk_bytes; a refused FIN (a get or split receive failed after it
+// answered) carries its error code in the header's message_bytes.
+bool refusal_well_formed(const DecodedMessage& message) {
+  if (message.header.kind == MessageKind::fin) return known_error(message.header.message_bytes);
+  return message.header.kind == MessageKind::cts && message.cts.bytes_to_write == 0 &&
+         known_error(message.cts.chunk_bytes);
+}
+
 Expected<void> check_body(const DecodedMessage& message) {
   if (message.header.kind == MessageKind::rts) {
     auto protocol = message.rts.protocol;
@@ -57,10 +68,8 @@ Expected<void> check_body(const DecodedMessage& message) {
   }
   if ((message.header.flags & ~(kUsesCredit | kRefused)) != 0)
     return malformed(fmt::format("unknown header flags {:#x}", message.header.flags));
-  if ((message.header.flags & kRefused) != 0 &&
-      (message.header.kind != MessageKind::cts || message.cts.bytes_to_write != 0 ||
-       message.cts.chunk_bytes == 0 || message.cts.chunk_bytes > static_cast<std::uint64_t>(Errc::config)))
-    return malformed("a refusal that is not a cts with nothing to write and a known error code");
+  if ((message.header.flags & kRefused) != 0 && !refusal_well_formed(message))
+    return malformed("a refusal that is not a cts with nothing to write or a fin, with a known error code");
   if ((message.header.flags & kUsesCredit) != 0 &&
       (message.header.kind != MessageKind::eager || message.header.message_bytes == 0))
     return malformed("a credit spent by a message without an eager payload");

@@ -20,7 +20,7 @@ enum class MessageKind : std::uint8_t {
   eager = 1,  // payload follows the header
   rts = 2,    // ready to send: RendezvousRequest follows
   cts = 3,    // clear to send: ClearToSend follows
-  fin = 4,    // get variant: the receiver read everything; RendezvousDone follows
+  fin = 4,    // get and split: the receiver is done with the source; RendezvousDone follows
   probe = 5,      // are you there? (liveness, TETHER_PEER_TIMEOUT); header only
   probe_ack = 6,  // yes; header only
   credit = 7,     // eager credits given back (header's credits_returned); header only
@@ -75,7 +75,7 @@ struct ClearToSend {                  // after a cts header
   RequestId sender_request;
   RequestId receiver_request;
   transport::RemoteBuffer target;     // where the sender writes
-  std::uint64_t bytes_to_write;       // min(message, posted buffer)
+  std::uint64_t bytes_to_write;       // min(message, posted buffer); split: its first half
   std::uint64_t chunk_bytes;          // writes are split at this size, one notification each
 };
 

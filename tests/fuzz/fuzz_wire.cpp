@@ -15,9 +15,11 @@ void check_limits(const DecodedMessage& message, std::span<const std::byte> byte
   FUZZ_ASSERT(header.magic == kWireMagic && header.version == kWireVersion);
   FUZZ_ASSERT(header.source_rank < static_cast<std::uint32_t>(job_size));
   FUZZ_ASSERT((header.flags & ~(kUsesCredit | kRefused)) == 0);
+  constexpr auto kLastError = static_cast<std::uint64_t>(tether::Errc::config);
   FUZZ_ASSERT((header.flags & kRefused) == 0 ||
               (header.kind == MessageKind::cts && message.cts.bytes_to_write == 0 && message.cts.chunk_bytes > 0 &&
-               message.cts.chunk_bytes <= static_cast<std::uint64_t>(tether::Errc::config)));
+               message.cts.chunk_bytes <= kLastError) ||
+              (header.kind == MessageKind::fin && header.message_bytes > 0 && header.message_bytes <= kLastError));
   FUZZ_ASSERT((header.flags & kUsesCredit) == 0 || (header.kind == MessageKind::eager && header.message_bytes > 0));
   if (header.kind == MessageKind::eager) {
     FUZZ_ASSERT(message.payload.size() == header.message_bytes);

@@ -72,7 +72,7 @@ struct Case {
   std::string scenario;
   int ranks;
   std::string transport;  // "shm" or "tcp"
-  std::string protocol;   // "put", "get" or "split"
+  std::string protocol;   // "put", "get", "split" or "auto"
 };
 
 void PrintTo(const Case& test_case, std::ostream* out) {
@@ -143,19 +143,19 @@ std::vector<Case> all_cases() {
       cases.push_back({"truncation", 2, transport, protocol});
     }
   cases.push_back({"sizes-pool", 3, "shmstream", "put"});  // pool buffers: the copy that streams
-  for (std::string transport : {"shm", "tcp"}) {
-    cases.push_back({"ordering", 2, transport, "put"});
-    cases.push_back({"wildcards", 4, transport, "put"});
-    cases.push_back({"many", 3, transport, "put"});
-    cases.push_back({"bad-input", 2, transport, "put"});
-    cases.push_back({"read-in-place", 2, transport, "put"});
-    cases.push_back({"waited-in-place", 2, transport, "put"});
+  for (std::string transport : {"shm", "tcp"}) {  // the default protocol: split on shm-own, put on tcp
+    cases.push_back({"ordering", 2, transport, "auto"});
+    cases.push_back({"wildcards", 4, transport, "auto"});
+    cases.push_back({"many", 3, transport, "auto"});
+    cases.push_back({"bad-input", 2, transport, "auto"});
+    cases.push_back({"read-in-place", 2, transport, "auto"});
+    cases.push_back({"waited-in-place", 2, transport, "auto"});
   }
   for (std::string protocol : {"put", "get", "split"}) {
     cases.push_back({"sizes", 4, "hybrid", protocol});
     cases.push_back({"sizes", 2, "tcpsend", protocol});
   }
-  cases.push_back({"sizes-pool", 3, "hybrid", "put"});
+  cases.push_back({"sizes-pool", 3, "hybrid", "auto"});  // split on-node, put between the nodes
   cases.push_back({"many", 6, "tcp", "put"});  // 5 connections a rank: tcp-own polls them through epoll
   cases.push_back({"wildcards", 4, "hybrid", "put"});
   cases.push_back({"read-in-place", 2, "hybrid", "put"});  // hybrid hands its shm-own a reader too

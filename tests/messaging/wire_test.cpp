@@ -64,8 +64,8 @@ TEST(WireTest, CreditFlagOnlyOnEagerPayloads) {
             std::string::npos);
 }
 
-// A refusal is a cts with nothing to write and the receiver's error code; on any other
-// kind, with bytes to write, or with an unknown code it is malformed.
+// A refused cts has nothing to write and the receiver's error code; with bytes to write or
+// an unknown code it is malformed (a refused fin: below).
 TEST(WireTest, RefusalOnlyOnACtsWithNothingToWriteAndAKnownError) {
   auto refusal = [](MessageKind kind, std::uint64_t bytes_to_write, std::uint64_t code) {
     MessageHeader header = make_header(kind, 1, 5, 0, 1 << 20);
@@ -75,13 +75,26 @@ TEST(WireTest, RefusalOnlyOnACtsWithNothingToWriteAndAKnownError) {
   auto accepted = decode(refusal(MessageKind::cts, 0, static_cast<std::uint64_t>(tether::Errc::memlock_limit)), 4);
   ASSERT_TRUE(accepted) << accepted.error().message();
   EXPECT_EQ(accepted->cts.chunk_bytes, static_cast<std::uint64_t>(tether::Errc::memlock_limit));
-  for (auto bytes : {refusal(MessageKind::cts, 8, 3), refusal(MessageKind::cts, 0, 0), refusal(MessageKind::cts, 0, 999),
-                     refusal(MessageKind::fin, 0, 3)}) {
+  for (auto bytes : {refusal(MessageKind::cts, 8, 3), refusal(MessageKind::cts, 0, 0), refusal(MessageKind::cts, 0, 999)}) {
     auto rejected = decode(bytes, 4);
     ASSERT_FALSE(rejected);
     EXPECT_NE(rejected.error().message().find("a refusal that is not a cts"), std::string::npos)
         << rejected.error().message();
   }
+}
+
+// A get or split receive that fails after it answered tells its sender with a FIN flagged
+// kRefused, the error code in the header's size; an unknown code is malformed.
+TEST(WireTest, RefusedFinCarriesAKnownErrorInItsSize) {
+  auto refused_fin = [](std::uint64_t code) {
+    MessageHeader header = make_header(MessageKind::fin, 1, 5, 0, code);
+    header.flags = kRefused;
+    return encode(header, RendezvousDone{{1, 1}});
+  };
+  auto accepted = decode(refused_fin(static_cast<std::uint64_t>(tether::Errc::transport)), 4);
+  ASSERT_TRUE(accepted) << accepted.error().message();
+  EXPECT_EQ(accepted->header.message_bytes, static_cast<std::uint64_t>(tether::Errc::transport));
+  for (std::uint64_t code : {std::uint64_t{0}, std::uint64_t{999}}) EXPECT_FALSE(decode(refused_fin(code), 4)) << code;
 }
 
 // Liveness probes are a bare header: exactly 32 bytes, anything after it is malformed.
