@@ -126,6 +126,9 @@ void Engine::answer_rts(RequestSlot* receive, const MessageHeader& header, const
   receive->protocol = rts.protocol;
   receive->remote = rts.source;
   receive->peer = source;
+  // A receive from any source now waits on this one sender: watch it (TETHER_PEER_TIMEOUT),
+  // as a receive naming its source is watched from the start.
+  if (!receive->watched) watch_request(receive);
   auto resolved = resolve(source);
   auto target = resolved ? expose(receive, receive->receive_buffer, receive->transfer_bytes)
                          : tl::unexpected(resolved.error());

@@ -567,6 +567,51 @@ void peer_death(Runtime& runtime) {
   std::fputs("rank 0 saw rank 1 die\n", stdout);
 }
 
+// A rendezvous matched by a receive from any source, whose sender then goes silent: rank 0
+// starts a 1 MiB send and sleeps for kSilentSeconds without calling the runtime (no probe
+// answered), then exits. Rank 1's receive must fail with peer_unreachable once
+// TETHER_PEER_TIMEOUT (1 s in the test) passed, long before rank 0 exits (which the
+// launcher would report as a death anyway).
+void silent_sender(Runtime& runtime) {
+  constexpr int kSilentSeconds = 5;
+  std::vector<std::byte> buffer(std::size_t{1} << 20, std::byte{7});
+  if (runtime.rank() > 1) return;
+  // A small exchange first, so the pair's connection is open (tcp-own opens it on first
+  // use, with progress) and the RTS leaves within rank 0's isend.
+  int token = runtime.rank();
+  Request hello;
+  if (runtime.rank() == 0) {
+    CHECK(runtime.isend(&token, sizeof token, 1, 2, hello) != Status::error, "send");
+    wait_ok(runtime, hello);
+    CHECK(runtime.irecv(&token, sizeof token, 1, 2, hello) != Status::error, "recv");
+    wait_ok(runtime, hello);
+  } else {
+    CHECK(runtime.irecv(&token, sizeof token, 0, 2, hello) != Status::error, "recv");
+    wait_ok(runtime, hello);
+    CHECK(runtime.isend(&token, sizeof token, 0, 2, hello) != Status::error, "send");
+    wait_ok(runtime, hello);
+  }
+  if (runtime.rank() == 0) {
+    Request send;
+    CHECK(runtime.isend(buffer.data(), buffer.size(), 1, 3, send) != Status::error, "send");
+    std::this_thread::sleep_for(std::chrono::seconds(kSilentSeconds));
+    std::fflush(nullptr);
+    ::_exit(0);
+  }
+  Request receive;
+  MessageInfo info;
+  auto start = std::chrono::steady_clock::now();
+  CHECK(runtime.irecv(buffer.data(), buffer.size(), tether::kAnySource, 3, receive) != Status::error, "recv");
+  Status status = runtime.wait(receive, &info);
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(status == Status::error && info.error == tether::Errc::peer_unreachable, "status {} error {}",
+        static_cast<int>(status), tether::errc_name(info.error));
+  CHECK(waited < kSilentSeconds - 2, "the receive failed after {:.1f} s, not within the peer timeout", waited);
+  fmt::print("rank 1 gave up on silent rank 0 after {:.1f} s\n", waited);
+  std::fflush(nullptr);
+  ::_exit(tether::testing::rank_checks_passed() ? 0 : 1);  // rank 0 is gone: no closing barrier
+}
+
 // Whether this rank, its runtime up and a message exchanged, has libfabric mapped: printed
 // for the test to compare with what the transport choice implies.
 void libfabric_mapped(Runtime& runtime) {
@@ -586,7 +631,8 @@ void libfabric_mapped(Runtime& runtime) {
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fputs("usage: tether-messaging-check sizes|sizes-pool|ordering|sends-at-start|read-in-place|wildcards|\n"
-               "       truncation|many|bad-input|peer-death|pressure|memlock-refused|threads|libfabric-mapped\n",
+               "       truncation|many|bad-input|peer-death|silent-sender|pressure|memlock-refused|threads|\n"
+               "       libfabric-mapped\n",
                stderr);
     return 2;
   }
@@ -597,7 +643,7 @@ int main(int argc, char** argv) {
       {"ordering", ordering}, {"sends-at-start", sends_at_start}, {"read-in-place", read_in_place},
       {"waited-in-place", waited_in_place},
       {"wildcards", wildcards}, {"truncation", truncation}, {"many", many},
-      {"bad-input", bad_input}, {"peer-death", peer_death}, {"pressure", pressure},
+      {"bad-input", bad_input}, {"peer-death", peer_death}, {"silent-sender", silent_sender}, {"pressure", pressure},
       {"memlock-refused", memlock_refused}, {"threads", threads}, {"libfabric-mapped", libfabric_mapped}};
   auto found = scenarios.find(scenario);
   if (found == scenarios.end()) {

@@ -319,6 +319,19 @@ TEST(MessagingFailureTest, DeadPeerFailsRequestsAndTheLauncherNamesIt) {
   EXPECT_NE(outcome.output.find("rank 1"), std::string::npos) << outcome.output;
 }
 
+// A receive from any source that matched a rendezvous waits on that sender: when it goes
+// silent (computes without calling the runtime), the receive fails after TETHER_PEER_TIMEOUT.
+TEST(MessagingFailureTest, AnySourceRendezvousFailsWhenItsSenderGoesSilent) {
+  for (std::string transport : {"shm", "tcp"}) {
+    std::vector<std::string> environment = environment_for({"silent-sender", 2, transport, "auto"});
+    environment.push_back("TETHER_PEER_TIMEOUT=1s");
+    Outcome outcome = run({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", MESSAGING_CHECK_PATH, "silent-sender"},
+                          environment, std::chrono::seconds(90));
+    EXPECT_EQ(outcome.exit_code, 0) << transport << "\n" << outcome.output;
+    EXPECT_NE(outcome.output.find("rank 1 gave up on silent rank 0"), std::string::npos) << outcome.output;
+  }
+}
+
 TEST(MessagingMpirunTest, SizesAndOrderingUnderOpenMpi) {
   if (::access(MPIRUN_PATH, X_OK) != 0) GTEST_SKIP() << "mpirun not found at " << MPIRUN_PATH;
   for (std::string scenario : {"sizes", "ordering"}) {
