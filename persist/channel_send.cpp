@@ -159,7 +159,8 @@ void ChannelRegistry::await_warm_slot(ChannelState& channel, std::size_t bytes) 
 Status ChannelRegistry::store_direct(ChannelState& channel, std::size_t bytes) noexcept {
   SendProgress& send = channel.send;
   bool in_flag_line = bytes <= kFlagInlineBytes;
-  bool split = !in_flag_line && splits(bytes);
+  // Split only where this side offered the receiver its buffer (pool memory, the option on).
+  bool split = !in_flag_line && channel.hello_out.source.length != 0 && splits(bytes);
   await_warm_slot(channel, bytes);
   std::uint32_t slot = next_free_slot(channel, in_flag_line ? known_credits(channel) : credits_of(channel));
   take_slot(channel, send.started, slot);

@@ -320,11 +320,12 @@ void Engine::on_fin(const DecodedMessage& message) noexcept {
   int source = static_cast<int>(message.header.source_rank);
   RequestSlot* send = send_in_flight(message.fin.sender_request, source);
   bool split = send != nullptr && send->protocol == RendezvousProtocol::split;
-  if (send == nullptr || (split && !send->fin_due)) {
+  bool refused = (message.header.flags & kRefused) != 0;  // may come before the CTS was read
+  if (send == nullptr || (split && !send->fin_due && !refused)) {
     log::error("runtime", "dropped a FIN from rank {} for a send that is not in flight or expects none", source);
     return;
   }
-  if ((message.header.flags & kRefused) != 0) {
+  if (refused) {
     auto error = static_cast<Errc>(message.header.message_bytes);
     log::error("runtime", "rank {} failed the {}-byte message with tag {}: {} (its log says why)", source,
                send->buffer_bytes, send->tag, errc_name(error));
