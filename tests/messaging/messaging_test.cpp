@@ -115,6 +115,15 @@ std::vector<std::string> environment_for(const Case& test_case) {
   return environment;
 }
 
+// Two ranks of tether-messaging-check running `test_case`'s scenario under tether-run, with
+// one setting beside the case's environment.
+Outcome run_pair(const Case& test_case, const std::string& setting) {
+  std::vector<std::string> environment = environment_for(test_case);
+  environment.push_back(setting);
+  return run({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", MESSAGING_CHECK_PATH, test_case.scenario}, environment,
+             std::chrono::seconds(90));
+}
+
 std::string fmt_route(int rank, int peer, const std::string& transport) {
   return "rank " + std::to_string(rank) + " reaches rank " + std::to_string(peer) + " over " + transport;
 }
@@ -196,10 +205,7 @@ TEST(MessagingHybridTest, ShmOffSendsToRanksOnTheSameNodeOverTheNetwork) {
 // TETHER_MAX_REQUESTS=8 (tether-messaging-check sends-at-start), on both on-node and tcp.
 TEST(MessagingLimitsTest, SmallSendsFinishedAtStartHoldNoRequest) {
   for (std::string transport : {"shm", "tcp"}) {
-    std::vector<std::string> environment = environment_for({"sends-at-start", 2, transport, "put"});
-    environment.emplace_back("TETHER_MAX_REQUESTS=8");
-    Outcome outcome = run({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", MESSAGING_CHECK_PATH, "sends-at-start"},
-                          environment, std::chrono::seconds(90));
+    Outcome outcome = run_pair({"sends-at-start", 2, transport, "put"}, "TETHER_MAX_REQUESTS=8");
     EXPECT_EQ(outcome.exit_code, 0) << transport << "\n" << outcome.output;
     expect_ranks_passed(outcome, 2, "sends-at-start");
   }
@@ -323,10 +329,7 @@ TEST(MessagingFailureTest, DeadPeerFailsRequestsAndTheLauncherNamesIt) {
 // silent (computes without calling the runtime), the receive fails after TETHER_PEER_TIMEOUT.
 TEST(MessagingFailureTest, AnySourceRendezvousFailsWhenItsSenderGoesSilent) {
   for (std::string transport : {"shm", "tcp"}) {
-    std::vector<std::string> environment = environment_for({"silent-sender", 2, transport, "auto"});
-    environment.push_back("TETHER_PEER_TIMEOUT=1s");
-    Outcome outcome = run({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", MESSAGING_CHECK_PATH, "silent-sender"},
-                          environment, std::chrono::seconds(90));
+    Outcome outcome = run_pair({"silent-sender", 2, transport, "auto"}, "TETHER_PEER_TIMEOUT=1s");
     EXPECT_EQ(outcome.exit_code, 0) << transport << "\n" << outcome.output;
     EXPECT_NE(outcome.output.find("rank 1 gave up on silent rank 0"), std::string::npos) << outcome.output;
   }
