@@ -13,12 +13,8 @@ set -uo pipefail
 expect=$1 launcher=$2 ranks=$3
 shift 3
 watchdog_s=${HALO_TEST_TIMEOUT_S:-100}
-# A private Open MPI session directory per job: concurrent mpiruns sharing
-# /tmp/ompi.HOST.UID race when one removes it while another creates it ("mkdir ...
-# File exists", orte_init failed; seen once in CI). tether-run ignores it.
-session_dir=$(mktemp -d)
-trap 'rm -rf "$session_dir"' EXIT
-export OMPI_MCA_orte_tmpdir_base=$session_dir
+# shellcheck source=tests/support/ompi-session.sh
+source "$(dirname "$0")/../support/ompi-session.sh"
 output=$(timeout -k 5 "$watchdog_s" "$launcher" --oversubscribe -n "$ranks" "$@" 2>&1)
 code=$?
 [ -z "${HALO_TEST_LOG:-}" ] || printf '%s\n' "$output" >"$HALO_TEST_LOG"

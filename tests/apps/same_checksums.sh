@@ -6,6 +6,8 @@ set -uo pipefail
 mpiexec=$1 modes=$2 rank_counts=$3
 shift 3
 watchdog_s=${HALO_TEST_TIMEOUT_S:-100}
+# shellcheck source=tests/support/ompi-session.sh
+source "$(dirname "$0")/../support/ompi-session.sh"
 first=""
 for ranks in $rank_counts; do
   for mode in $modes; do

@@ -11,6 +11,8 @@ run=$1 app=$2 titles=$3
 shift 3
 launch=("$run" -n 2 --timeout 50s)
 if [ "$(basename "$run")" = mpirun ]; then
+  # shellcheck source=tests/support/ompi-session.sh
+  source "$(dirname "$0")/../support/ompi-session.sh"
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   launch=("$run" -n 2 --oversubscribe --timeout 50 --mca oob_tcp_if_include lo --mca btl_base_warn_component_unused 0)
 fi

@@ -15,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/ompi_session.hpp"
+
 extern char** environ;
 
 namespace {
@@ -337,10 +339,11 @@ TEST(MessagingFailureTest, AnySourceRendezvousFailsWhenItsSenderGoesSilent) {
 
 TEST(MessagingMpirunTest, SizesAndOrderingUnderOpenMpi) {
   if (::access(MPIRUN_PATH, X_OK) != 0) GTEST_SKIP() << "mpirun not found at " << MPIRUN_PATH;
+  tether::testing::PrivateOmpiSession session;
   for (std::string scenario : {"sizes", "ordering"}) {
     Outcome outcome = run({MPIRUN_PATH, "-n", "2", "--oversubscribe", MESSAGING_CHECK_PATH, scenario},
                           {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OMPI_MCA_btl=self,tcp",
-                           "OMPI_MCA_pml=ob1"},
+                           "OMPI_MCA_pml=ob1", session.setting()},
                           std::chrono::seconds(120));
     EXPECT_EQ(outcome.exit_code, 0) << scenario << "\n" << outcome.output;
     EXPECT_NE(outcome.output.find("rank 1: " + scenario + " passed"), std::string::npos) << outcome.output;

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/launch/subprocess.hpp"
+#include "tests/support/ompi_session.hpp"
 
 namespace {
 
@@ -249,12 +250,14 @@ TEST(PersistFailureTest, DeadPeerFailsTheChannelAndTheLauncherNamesIt) {
 
 TEST(PersistMpirunTest, IntegrityAndManyUnderOpenMpi) {
   if (std::string(MPIRUN_PATH).empty() || ::access(MPIRUN_PATH, X_OK) != 0) GTEST_SKIP() << "mpirun not found";
+  tether::testing::PrivateOmpiSession session;
   for (Case test_case : {Case{"integrity", 2, "shm", "20000"}, Case{"many", 3, "shm", ""}}) {
     std::vector<std::string> argv{MPIRUN_PATH, "-n", std::to_string(test_case.ranks), "--oversubscribe"};
     for (auto& arg : check_command(test_case)) argv.push_back(arg);
-    auto outcome = tether::testing::run(
-        argv, {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OMPI_MCA_btl=self,tcp", "OMPI_MCA_pml=ob1"},
-        150s);
+    auto outcome = tether::testing::run(argv,
+                                        {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+                                         "OMPI_MCA_btl=self,tcp", "OMPI_MCA_pml=ob1", session.setting()},
+                                        150s);
     expect_every_rank_passed(outcome, test_case);
   }
 }
