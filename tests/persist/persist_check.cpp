@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/base/config.hpp"
 #include "runtime/messaging/engine.hpp"
 #include "tether/persist.hpp"
 #include "tether/pool.hpp"
@@ -252,11 +253,9 @@ void lazy_acknowledgements(Runtime& runtime) {
   fmt::print("rank {}: {} rounds of {} messages, acknowledgements read late\n", runtime.rank(), rounds, kMessages);
 }
 
-// Whether environment variable `name` is set to `value` in this job.
-bool env_is(const char* name, std::string_view value) {
-  const char* set = std::getenv(name);
-  return set != nullptr && std::string_view(set) == value;
-}
+// Settings read through the runtime's config table, as the library reads them.
+bool streams_every_store() { return tether::config::Config::global().text("TETHER_SHM_STREAMING_COPY") == "0"; }
+bool split_copy_off() { return tether::config::Config::global().size_bytes("TETHER_CHANNEL_SPLIT_COPY") == 0; }
 
 // Large messages (rendezvous sizes for send/receive) through few slots. On the direct path
 // the full-slot ones are split copies (TETHER_CHANNEL_SPLIT_COPY, 256 KiB by default).
@@ -269,13 +268,13 @@ void large(Runtime& runtime) {
     send_stream(out, 0, count_or(40));
     // TETHER_SHM_STREAMING_COPY=0 streams every direct store into a slot (not those carried
     // in the flag line; a split copy counts once, for the sender's pieces); unset or off, none.
-    bool streams = env_is("TETHER_SHM_STREAMING_COPY", "0");
+    bool streams = streams_every_store();
     ChannelStats stats = tether::channel_stats(runtime);
     std::uint64_t into_slots = stats.direct_stores - stats.flag_line_messages;
     CHECK(streams ? stats.streamed_stores == into_slots && into_slots > 0 : stats.streamed_stores == 0,
           "{} of {} direct stores into slots streamed with TETHER_SHM_STREAMING_COPY={}", stats.streamed_stores,
           into_slots, streams ? "0" : "(unset)");
-    bool splits = into_slots > 0 && !env_is("TETHER_CHANNEL_SPLIT_COPY", "0");
+    bool splits = into_slots > 0 && !split_copy_off();
     CHECK(splits ? stats.split_copies > 0 && stats.split_copies <= into_slots : stats.split_copies == 0,
           "{} split copies of {} direct stores into slots", stats.split_copies, into_slots);
   } else {
@@ -293,7 +292,7 @@ void split_sizes(Runtime& runtime) {
   ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 31, .slot_bytes = (std::size_t{1} << 20) + 4104, .slots = 2};
   std::uint64_t count = count_or(300);
   auto bytes_of = [&](std::uint64_t i) { return shape.slot_bytes - (i * 40961) % (shape.slot_bytes / 2); };
-  bool off = env_is("TETHER_CHANNEL_SPLIT_COPY", "0");
+  bool off = split_copy_off();
   if (runtime.rank() == 0) {
     SendChannel out = connected_send(runtime, shape);
     for (std::uint64_t i = 0; i < count && tether::testing::rank_checks_passed(); ++i) {
