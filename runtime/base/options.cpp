@@ -89,6 +89,9 @@ constexpr Option kOptions[] = {
     {"TETHER_INJECT_MEMLOCK_FAILURE", "0", Kind::boolean,
      "Fault injection, for tests: registering user memory (buffers outside the pool) for a rendezvous fails as "
      "if the locked-memory limit were reached; the peer's send is refused with the same error"},
+    {"TETHER_INJECT_WRITE_FAILURE", "0", Kind::integer,
+     "Fault injection, for tests: this rank's N-th rendezvous write fails as a transport error would; the send "
+     "fails and its receive learns which writes landed (0: never)"},
     {"TETHER_RNDV_CHUNK", "2M", Kind::size, "Rendezvous transfers move in RMA operations of at most this size"},
     {"TETHER_PROGRESS_THREAD", "off", Kind::boolean, "Run a thread that drives progress continuously"},
     {"TETHER_YIELD", "auto", Kind::choice,

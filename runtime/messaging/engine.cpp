@@ -47,6 +47,8 @@ EngineOptions EngineOptions::from_config() {
   options.peer_timeout = config.duration("TETHER_PEER_TIMEOUT");
   options.remote_keys = key_scope(config.choice("TETHER_REMOTE_KEYS"));
   options.inject_memlock_failure = config.flag("TETHER_INJECT_MEMLOCK_FAILURE");
+  options.inject_write_failure =
+      static_cast<std::uint64_t>(std::max<std::int64_t>(0, config.integer("TETHER_INJECT_WRITE_FAILURE")));
   return options;
 }
 
@@ -501,7 +503,7 @@ void Engine::handle_error(const transport::Completion& completion) noexcept {
       return;
     case ContextKind::chunk_write:
     case ContextKind::chunk_read:
-      if (RequestSlot* slot = chunk_slot(completion.context)) fail_transfer(slot, completion.error);
+      if (RequestSlot* slot = chunk_slot(completion.context)) on_chunk_failed(slot, completion.error);
       return;
     case ContextKind::channel:
       on_channel_operation(completion);

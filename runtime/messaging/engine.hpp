@@ -35,6 +35,7 @@ struct EngineOptions {
   std::chrono::nanoseconds peer_timeout{std::chrono::seconds(30)};  // 0: peers never time out
   transport::KeyScope remote_keys = transport::KeyScope::automatic;  // of pool memory handed to peers
   bool inject_memlock_failure = false;  // TETHER_INJECT_MEMLOCK_FAILURE (user_registrar())
+  std::uint64_t inject_write_failure = 0;  // TETHER_INJECT_WRITE_FAILURE: that chunk write fails (0: none)
 
   static EngineOptions from_config();
 };
@@ -350,8 +351,19 @@ class Engine {
   void deregister_exposed(RequestSlot* slot) noexcept;
   void* descriptor_of(RequestSlot* slot, const void* buffer) noexcept;
   RendezvousProtocol choose_protocol(int peer_rank, const void* buffer, std::size_t bytes) const noexcept;
-  RequestSlot* send_in_flight(RequestId id, int source) noexcept;
+  RequestSlot* in_flight(RequestId id, RequestKind kind, int peer_rank) noexcept;
   void fail_transfer(RequestSlot* slot, Errc error) noexcept;
+  void on_chunk_failed(RequestSlot* slot, Errc error) noexcept;
+  void abort_send(RequestSlot* send, Errc error) noexcept;
+  void on_abort(const DecodedMessage& message) noexcept;
+  void finish_rendezvous_receive(RequestSlot* receive) noexcept;
+  static std::uint64_t writes_still_coming(const RequestSlot& receive, std::uint64_t writes_landed) noexcept;
+  Status post_write(RequestSlot* slot, transport::PeerIndex peer, std::size_t offset, std::size_t length,
+                    Errc& error) noexcept;
+  Status post_read(RequestSlot* slot, transport::PeerIndex peer, std::size_t offset, std::size_t length,
+                   Errc& error) noexcept;
+  Errc post_failure(int peer_rank) noexcept;  // logs the transport's error
+  bool write_failure_injected() noexcept;
   void answer_split(RequestSlot* receive, const MessageHeader& header, const transport::RemoteBuffer& target) noexcept;
 
   // Completions (engine.cpp).
@@ -414,6 +426,8 @@ class Engine {
   std::atomic<std::uint64_t> messages_sent_{0};
   std::atomic<std::uint64_t> messages_read_in_place_{0};
   std::atomic<std::uint64_t> messages_taken_waiting_{0};
+  std::uint64_t writes_posted_ = 0;    // rendezvous chunk writes (TETHER_INJECT_WRITE_FAILURE counts them)
+  bool write_failure_fired_ = false;
   std::atomic<std::uint64_t> split_rendezvous_received_{0};
   std::atomic<std::uint64_t> rendezvous_received_{0};
   static void count_one(std::atomic<std::uint64_t>& counter) noexcept {

@@ -127,6 +127,7 @@ void Engine::dispatch(const DecodedMessage& message) noexcept {
   switch (message.header.kind) {
     case MessageKind::cts: return on_cts(message);
     case MessageKind::fin: return on_fin(message);
+    case MessageKind::abort: return on_abort(message);
     case MessageKind::probe:
     case MessageKind::probe_ack: return on_probe(message);
     case MessageKind::credit: return;  // on_receive took the credits

@@ -149,6 +149,7 @@ void Engine::answer_rts(RequestSlot* receive, const MessageHeader& header, const
   } message{make_header(MessageKind::cts, rank_, header.tag, 0, header.message_bytes),
             ClearToSend{rts.sender_request, requests_.id_of(receive), *target, receive->transfer_bytes,
                         receive->chunk_bytes}};
+  receive->writes_due = receive->chunks_left;
   if (!post_control(source, &message, sizeof message)) return complete(receive, Errc::out_of_memory);
   if (receive->chunks_left == 0) finish_receive(receive);
 }
@@ -165,8 +166,8 @@ void Engine::answer_split(RequestSlot* receive, const MessageHeader& header,
   } message{make_header(MessageKind::cts, rank_, header.tag, 0, header.message_bytes),
             ClearToSend{receive->peer_request, requests_.id_of(receive), target, written, receive->chunk_bytes}};
   if (!post_control(receive->peer, &message, sizeof message)) return complete(receive, Errc::out_of_memory);
-  receive->chunks_left = chunk_count(written, receive->chunk_bytes) +
-                         chunk_count(receive->transfer_bytes - written, receive->chunk_bytes);
+  receive->writes_due = chunk_count(written, receive->chunk_bytes);
+  receive->chunks_left = receive->writes_due + chunk_count(receive->transfer_bytes - written, receive->chunk_bytes);
   receive->posted_bytes = written;  // the reads start there
   count_one(split_rendezvous_received_);
   if (receive->chunks_left == 0) return finish_get(receive);
@@ -187,17 +188,17 @@ void Engine::refuse_rendezvous(RequestSlot* receive, const MessageHeader& header
     log::error("runtime", "could not tell rank {} that its message cannot land; its send waits", receive->peer);
 }
 
-// The send a CTS or FIN names, if it is still in flight to that rank.
-RequestSlot* Engine::send_in_flight(RequestId id, int source) noexcept {
-  RequestSlot* send = requests_.find(id);
-  bool in_flight = send != nullptr && send->kind == RequestKind::send && send->peer == source &&
-                   send->state.load(std::memory_order_acquire) == SlotState::pending;
-  return in_flight ? send : nullptr;
+// The request of `kind` a CTS, FIN or abort names, if it is still in flight with that rank.
+RequestSlot* Engine::in_flight(RequestId id, RequestKind kind, int peer_rank) noexcept {
+  RequestSlot* slot = requests_.find(id);
+  bool pending = slot != nullptr && slot->kind == kind && slot->peer == peer_rank &&
+                 slot->state.load(std::memory_order_acquire) == SlotState::pending;
+  return pending ? slot : nullptr;
 }
 
 void Engine::on_cts(const DecodedMessage& message) noexcept {
   int source = static_cast<int>(message.header.source_rank);
-  RequestSlot* send = send_in_flight(message.cts.sender_request, source);
+  RequestSlot* send = in_flight(message.cts.sender_request, RequestKind::send, source);
   if (send == nullptr) {
     log::error("runtime", "dropped a CTS from rank {} for a send that is not in flight", source);
     return;
@@ -230,28 +231,63 @@ void Engine::on_cts(const DecodedMessage& message) noexcept {
 bool Engine::post_chunks(RequestSlot* slot) noexcept {
   transport::PeerIndex peer = peers_[static_cast<std::size_t>(slot->peer)].transport_peer;
   bool writing = slot->kind == RequestKind::send;
-  while (slot->posted_bytes < slot->transfer_bytes) {
+  // A send whose write failed writes no more; a receive still posts its reads, so none is
+  // in flight when it ends.
+  while (slot->posted_bytes < slot->transfer_bytes && !(writing && slot->transfer_error != Errc::ok)) {
     std::size_t offset = slot->posted_bytes;
     std::size_t length = std::min<std::uint64_t>(slot->chunk_bytes, slot->transfer_bytes - offset);
-    Status status;
-    if (writing) {
-      auto* local = static_cast<const std::byte*>(slot->send_buffer) + offset;
-      status = transport_->write_with_notification(peer, local, length, descriptor_of(slot, local), slot->remote,
-                                                   offset, slot->peer_request.packed() & ~kChannelNotificationBit,
-                                                   chunk_context(ContextKind::chunk_write, slot));
-    } else {
-      auto* local = static_cast<std::byte*>(slot->receive_buffer) + offset;
-      status = transport_->read(peer, local, length, descriptor_of(slot, local), slot->remote, offset,
-                                chunk_context(ContextKind::chunk_read, slot));
-    }
+    Errc error = Errc::ok;
+    Status status =
+        writing ? post_write(slot, peer, offset, length, error) : post_read(slot, peer, offset, length, error);
     if (status == Status::retry) return false;
     if (status == Status::error) {
-      log::error("runtime", "rendezvous with rank {} failed: {}", slot->peer, transport_->last_error().message());
-      fail_transfer(slot, transport_->last_error().code);
+      fail_transfer(slot, error);
       return true;
     }
     slot->posted_bytes += length;
+    if (writing) ++slot->writes_in_flight;
   }
+  return true;
+}
+
+// One chunk each; on Status::error, `error` says why (logged here).
+Status Engine::post_write(RequestSlot* slot, transport::PeerIndex peer, std::size_t offset, std::size_t length,
+                          Errc& error) noexcept {
+  if (write_failure_injected()) {
+    log::error("runtime", "rendezvous write to rank {} failed (injected by TETHER_INJECT_WRITE_FAILURE)", slot->peer);
+    error = Errc::transport;
+    return Status::error;
+  }
+  auto* local = static_cast<const std::byte*>(slot->send_buffer) + offset;
+  Status status = transport_->write_with_notification(peer, local, length, descriptor_of(slot, local), slot->remote,
+                                                      offset, slot->peer_request.packed() & ~kChannelNotificationBit,
+                                                      chunk_context(ContextKind::chunk_write, slot));
+  if (status == Status::done || status == Status::posted) ++writes_posted_;
+  if (status == Status::error) error = post_failure(slot->peer);
+  return status;
+}
+
+Status Engine::post_read(RequestSlot* slot, transport::PeerIndex peer, std::size_t offset, std::size_t length,
+                         Errc& error) noexcept {
+  auto* local = static_cast<std::byte*>(slot->receive_buffer) + offset;
+  Status status = transport_->read(peer, local, length, descriptor_of(slot, local), slot->remote, offset,
+                                   chunk_context(ContextKind::chunk_read, slot));
+  if (status == Status::error) error = post_failure(slot->peer);
+  return status;
+}
+
+Errc Engine::post_failure(int peer_rank) noexcept {
+  log::error("runtime", "rendezvous with rank {} failed: {}", peer_rank, transport_->last_error().message());
+  Errc code = transport_->last_error().code;
+  return code == Errc::ok ? Errc::transport : code;
+}
+
+// TETHER_INJECT_WRITE_FAILURE=N: the write this rank would post N-th fails, once (a post
+// that met back-pressure and is tried again counts once).
+bool Engine::write_failure_injected() noexcept {
+  if (options_.inject_write_failure == 0 || write_failure_fired_ || writes_posted_ + 1 != options_.inject_write_failure)
+    return false;
+  write_failure_fired_ = true;
   return true;
 }
 
@@ -266,9 +302,20 @@ void Engine::resume_writes() noexcept {
 void Engine::on_chunk_done(const transport::Completion& completion) noexcept {
   RequestSlot* slot = chunk_slot(completion.context);
   if (slot == nullptr || slot->chunks_left == 0) return;
+  if (slot->kind == RequestKind::send) {
+    --slot->writes_in_flight;
+    ++slot->writes_landed;
+    if (slot->transfer_error != Errc::ok) return abort_send(slot, slot->transfer_error);
+  }
   if (--slot->chunks_left > 0) return;
   if (slot->kind == RequestKind::send) return complete(slot, Errc::ok);
   finish_get(slot);
+}
+
+// A chunk the transport reported failed: a write of a send was in flight until now.
+void Engine::on_chunk_failed(RequestSlot* slot, Errc error) noexcept {
+  if (slot->kind == RequestKind::send && slot->writes_in_flight > 0) --slot->writes_in_flight;
+  fail_transfer(slot, error);
 }
 
 void Engine::finish_get(RequestSlot* receive) noexcept {
@@ -282,9 +329,11 @@ void Engine::finish_get(RequestSlot* receive) noexcept {
 }
 
 // A transfer that failed. A get or split receive answered already, so its sender waits
-// for a FIN: it gets one flagged kRefused with the error, and its send fails too.
+// for a FIN: it gets one flagged kRefused with the error, and its send fails too. A send
+// (put or split) aborts: its receiver waits for its writes.
 void Engine::fail_transfer(RequestSlot* slot, Errc error) noexcept {
-  if (slot->kind == RequestKind::receive && slot->protocol != RendezvousProtocol::put) {
+  if (slot->kind == RequestKind::send) return abort_send(slot, error);
+  if (slot->protocol != RendezvousProtocol::put) {
     struct {
       MessageHeader header;
       RendezvousDone body;
@@ -297,7 +346,63 @@ void Engine::fail_transfer(RequestSlot* slot, Errc error) noexcept {
   complete(slot, error);
 }
 
+// A send whose write failed writes no more; once its writes in flight are done, the
+// receiver learns how many landed (it stops waiting for the others) and the send fails. A
+// split send still waits for the receiver's FIN: until then the receiver may read its buffer.
+void Engine::abort_send(RequestSlot* send, Errc error) noexcept {
+  if (send->transfer_error == Errc::ok) send->transfer_error = error;
+  if (send->writes_in_flight > 0) return;  // the last one to complete comes back here
+  struct {
+    MessageHeader header;
+    RendezvousAbort body;
+  } message{make_header(MessageKind::abort, rank_, send->tag, 0, static_cast<std::uint64_t>(send->transfer_error)),
+            RendezvousAbort{send->peer_request, send->writes_landed}};
+  bool told = post_control(send->peer, &message, sizeof message);
+  if (!told)
+    log::error("runtime", "could not tell rank {} that the writes of its message failed; its receive waits",
+               send->peer);
+  if (!told || !send->fin_due) return complete(send, send->transfer_error);
+  send->chunks_left = 1;  // the FIN: the receiver may still read this buffer
+}
+
+// The sender's writes failed: of the notifications still due, only those of writes that
+// completed at the sender come. The receive fails once they and its own reads are in.
+void Engine::on_abort(const DecodedMessage& message) noexcept {
+  int source = static_cast<int>(message.header.source_rank);
+  RequestSlot* receive = in_flight(message.abort.receiver_request, RequestKind::receive, source);
+  if (receive == nullptr || receive->protocol == RendezvousProtocol::get || receive->chunks_left == 0 ||
+      receive->transfer_error != Errc::ok) {
+    log::error("runtime", "dropped an abort from rank {} for no receive waiting on its writes", source);
+    return;
+  }
+  auto error = static_cast<Errc>(message.header.message_bytes);
+  log::error("runtime", "rank {} could not write the {}-byte message with tag {}: {} (its log says why)", source,
+             receive->info.bytes, receive->info.tag, errc_name(error));
+  std::uint64_t coming = writes_still_coming(*receive, message.abort.writes_landed);
+  receive->chunks_left -= receive->writes_due - coming;
+  receive->writes_due = coming;
+  receive->transfer_error = error;
+  if (receive->chunks_left == 0) finish_rendezvous_receive(receive);
+}
+
+// Of the writes the sender says completed, the notifications that have not arrived yet
+// (never more than were still due).
+std::uint64_t Engine::writes_still_coming(const RequestSlot& receive, std::uint64_t writes_landed) noexcept {
+  if (writes_landed <= receive.writes_landed) return 0;
+  return std::min(writes_landed - receive.writes_landed, receive.writes_due);
+}
+
+// put: every write landed; split and get: this side's reads too, and the sender hears FIN.
+void Engine::finish_rendezvous_receive(RequestSlot* receive) noexcept {
+  if (receive->protocol == RendezvousProtocol::put) return finish_receive(receive);
+  finish_get(receive);
+}
+
 void Engine::finish_receive(RequestSlot* receive) noexcept {
+  if (receive->transfer_error != Errc::ok) {
+    receive->info.received_bytes = 0;  // what landed is undefined
+    return complete(receive, receive->transfer_error);
+  }
   complete(receive, receive->info.received_bytes < receive->info.bytes ? Errc::truncated : Errc::ok);
 }
 
@@ -311,14 +416,19 @@ void Engine::on_remote_write(const transport::Completion& completion) noexcept {
     log::error("runtime", "dropped a write notification {:#x} for no receive in flight", completion.notification);
     return;
   }
+  if (receive->writes_due == 0) {  // a get, or past what an abort said would come
+    log::error("runtime", "dropped a write notification {:#x} for a receive expecting none", completion.notification);
+    return;
+  }
+  --receive->writes_due;
+  ++receive->writes_landed;
   if (--receive->chunks_left > 0) return;
-  if (receive->protocol == RendezvousProtocol::split) return finish_get(receive);
-  finish_receive(receive);
+  finish_rendezvous_receive(receive);
 }
 
 void Engine::on_fin(const DecodedMessage& message) noexcept {
   int source = static_cast<int>(message.header.source_rank);
-  RequestSlot* send = send_in_flight(message.fin.sender_request, source);
+  RequestSlot* send = in_flight(message.fin.sender_request, RequestKind::send, source);
   bool split = send != nullptr && send->protocol == RendezvousProtocol::split;
   bool refused = (message.header.flags & kRefused) != 0;  // may come before the CTS was read
   if (send == nullptr || (split && !send->fin_due && !refused)) {
@@ -336,7 +446,7 @@ void Engine::on_fin(const DecodedMessage& message) noexcept {
     --send->chunks_left;
     return;
   }
-  complete(send, Errc::ok);
+  complete(send, send->transfer_error);  // an aborted split send waited for this FIN
 }
 
 }  // namespace tether::messaging

@@ -43,6 +43,12 @@ struct RequestSlot {
   RequestId peer_request{};           // the other side's request
   RendezvousProtocol protocol = RendezvousProtocol::put;
   bool fin_due = false;               // a split send: its CTS came, its FIN not yet
+  // A failed put or split (engine_rendezvous.cpp): the sender stops writing, and once its
+  // writes in flight are done tells the receiver how many landed (abort).
+  Errc transfer_error = Errc::ok;     // the first failure; the request ends with it
+  std::uint64_t writes_in_flight = 0; // send: chunk writes posted, not completed
+  std::uint64_t writes_landed = 0;    // send: chunk writes completed; receive: their notifications in
+  std::uint64_t writes_due = 0;       // receive: the sender's write notifications still to come
   // Links in the engine's list of posted receives (PostedReceives).
   RequestSlot* posted_next = nullptr;
   RequestSlot* posted_prev = nullptr;
@@ -127,6 +133,10 @@ class RequestTable {
     slot.transfer_bytes = 0;
     slot.protocol = RendezvousProtocol::put;
     slot.fin_due = false;
+    slot.transfer_error = Errc::ok;
+    slot.writes_in_flight = 0;
+    slot.writes_landed = 0;
+    slot.writes_due = 0;
     request = Request{index, slot.generation.load(std::memory_order_relaxed)};
     slot.state.store(SlotState::pending, std::memory_order_release);
     return &slot;

@@ -18,6 +18,7 @@ std::size_t body_bytes(MessageKind kind) noexcept {
     case MessageKind::rts: return sizeof(RendezvousRequest);
     case MessageKind::cts: return sizeof(ClearToSend);
     case MessageKind::fin: return sizeof(RendezvousDone);
+    case MessageKind::abort: return sizeof(RendezvousAbort);
     case MessageKind::channel: return sizeof(ChannelCarry);
     case MessageKind::probe:
     case MessageKind::probe_ack:
@@ -28,7 +29,7 @@ std::size_t body_bytes(MessageKind kind) noexcept {
 
 bool known_kind(MessageKind kind) noexcept {
   auto value = static_cast<std::uint8_t>(kind);
-  return value >= 1 && value <= 8;
+  return value >= 1 && value <= 9;
 }
 
 template <class Body>
@@ -58,6 +59,8 @@ Expected<void> check_body(const DecodedMessage& message) {
     if (message.rts.source.length < message.header.message_bytes && protocol != RendezvousProtocol::put)
       return malformed("rts offers a source shorter than the message");
   }
+  if (message.header.kind == MessageKind::abort && !known_error(message.header.message_bytes))
+    return malformed("an abort without a known error code");
   if (message.header.kind == MessageKind::channel) {
     const ChannelCarry& carry = message.channel;
     if ((carry.notification != 0 && (carry.notification & kChannelNotificationBit) == 0) ||
@@ -117,6 +120,7 @@ Expected<DecodedMessage> decode(std::span<const std::byte> bytes, int job_size) 
   if (header.kind == MessageKind::rts) message.rts = read_body<RendezvousRequest>(bytes);
   if (header.kind == MessageKind::cts) message.cts = read_body<ClearToSend>(bytes);
   if (header.kind == MessageKind::fin) message.fin = read_body<RendezvousDone>(bytes);
+  if (header.kind == MessageKind::abort) message.abort = read_body<RendezvousAbort>(bytes);
   auto body = check_body(message);
   if (!body) return tl::unexpected(body.error());
   return message;

@@ -25,6 +25,7 @@ enum class MessageKind : std::uint8_t {
   probe_ack = 6,  // yes; header only
   credit = 7,     // eager credits given back (header's credits_returned); header only
   channel = 8,    // a persistent channel's small message or credits: ChannelCarry, then the payload
+  abort = 9,      // put and split: the sender's writes failed (error code in message_bytes); RendezvousAbort follows
 };
 
 struct MessageHeader {
@@ -83,6 +84,11 @@ struct RendezvousDone {               // after a fin header
   RequestId sender_request;
 };
 
+struct RendezvousAbort {              // after an abort header
+  RequestId receiver_request;
+  std::uint64_t writes_landed;        // chunk writes that completed: their notifications come, no others
+};
+
 // Notifications with this bit set belong to persistent channels; rendezvous chunk
 // notifications (a RequestId with a 31-bit generation) never set it.
 inline constexpr std::uint64_t kChannelNotificationBit = std::uint64_t{1} << 63;
@@ -105,6 +111,7 @@ struct DecodedMessage {
   RendezvousRequest rts{};
   ClearToSend cts{};
   RendezvousDone fin{};
+  RendezvousAbort abort{};
   ChannelCarry channel{};
 };
 

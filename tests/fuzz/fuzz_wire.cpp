@@ -35,6 +35,7 @@ void check_limits(const DecodedMessage& message, std::span<const std::byte> byte
     FUZZ_ASSERT(carry.notification == 0 || (carry.notification & kChannelNotificationBit) != 0);
     FUZZ_ASSERT(carry.credits == 0 || (carry.credits & kChannelNotificationBit) != 0);
   }
+  if (header.kind == MessageKind::abort) FUZZ_ASSERT(header.message_bytes > 0 && header.message_bytes <= kLastError);
   if (header.kind == MessageKind::cts) {
     FUZZ_ASSERT(message.cts.bytes_to_write <= message.cts.target.length);
     FUZZ_ASSERT(message.cts.bytes_to_write == 0 || message.cts.chunk_bytes > 0);
@@ -64,6 +65,7 @@ std::vector<std::byte> reencode(const DecodedMessage& message) {
     case MessageKind::rts: return encoded(header, message.rts);
     case MessageKind::cts: return encoded(header, message.cts);
     case MessageKind::fin: return encoded(header, message.fin);
+    case MessageKind::abort: return encoded(header, message.abort);
     case MessageKind::channel: {
       std::vector<std::byte> bytes = encoded(header, message.channel);
       bytes.insert(bytes.end(), message.payload.begin(), message.payload.end());
@@ -91,6 +93,7 @@ void check_round_trip(const DecodedMessage& message, int job_size) {
   FUZZ_ASSERT(std::memcmp(&decoded->cts, &message.cts, sizeof(ClearToSend)) == 0);
   FUZZ_ASSERT(std::memcmp(&decoded->rts, &message.rts, sizeof(RendezvousRequest)) == 0);
   FUZZ_ASSERT(decoded->fin.sender_request.packed() == message.fin.sender_request.packed());
+  FUZZ_ASSERT(std::memcmp(&decoded->abort, &message.abort, sizeof(RendezvousAbort)) == 0);
   FUZZ_ASSERT(std::memcmp(&decoded->channel, &message.channel, sizeof(ChannelCarry)) == 0);
 }
 

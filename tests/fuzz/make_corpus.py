@@ -10,7 +10,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 WIRE_MAGIC, WIRE_VERSION = 0x7E7A, 2
 HELLO_MAGIC, HELLO_VERSION = 0x7E43, 4
 HYBRID_MAGIC = 0x54485942
-EAGER, RTS, CTS, FIN, CREDIT, CHANNEL = 1, 2, 3, 4, 7, 8
+EAGER, RTS, CTS, FIN, CREDIT, CHANNEL, ABORT = 1, 2, 3, 4, 7, 8, 9
+ERRC_TRANSPORT = 9
 CHANNEL_BIT = 1 << 63
 USES_CREDIT = 1
 
@@ -40,6 +41,7 @@ def wire_seeds():
         "rts-get": job + header(RTS, message_bytes=1 << 20) + rts_get,
         "cts": job + header(CTS, message_bytes=1 << 20) + cts,
         "fin": job + header(FIN) + struct.pack("<II", 4, 1),
+        "abort": job + header(ABORT, message_bytes=ERRC_TRANSPORT) + struct.pack("<IIQ", 4, 1, 2),
         "channel-data": job + header(CHANNEL, message_bytes=len(payload)) +
         struct.pack("<QQ", CHANNEL_BIT | (1 << 44) | len(payload), CHANNEL_BIT | (2 << 44) | (0xFFF << 32) | 1) + payload,
         "channel-credits": job + header(CHANNEL) + struct.pack("<QQ", 0, CHANNEL_BIT | (2 << 44) | (0xFFF << 32) | 3),

@@ -44,8 +44,8 @@ std::vector<RawMessage> header_faults(int sender, int job_size) {
   broken.version = 9;
   faults.push_back(wrong_field("wire version 9", broken, "wire version 9"));
   broken = good;
-  broken.kind = static_cast<MessageKind>(9);
-  faults.push_back(wrong_field("unknown kind", broken, "unknown kind 9"));
+  broken.kind = static_cast<MessageKind>(10);
+  faults.push_back(wrong_field("unknown kind", broken, "unknown kind 10"));
   broken = good;
   broken.source_rank = static_cast<std::uint32_t>(job_size + 5);
   faults.push_back(wrong_field("source rank out of range", broken, "in a job of"));
@@ -87,6 +87,12 @@ std::vector<RawMessage> protocol_faults(int sender, int receiver) {
   RendezvousDone stray_fin{{54321, 99}};
   faults.push_back({"fin for no send", join(header(MessageKind::fin, sender, 0, 64), stray_fin), false,
                     "FIN from rank " + std::to_string(sender) + " for a send that is not in flight"});
+  RendezvousAbort stray_abort{{54321, 99}, 3};
+  faults.push_back({"abort for no receive",
+                    join(header(MessageKind::abort, sender, 0, static_cast<std::uint64_t>(Errc::transport)), stray_abort),
+                    false, "abort from rank " + std::to_string(sender) + " for no receive waiting on its writes"});
+  faults.push_back({"abort without an error", join(header(MessageKind::abort, sender, 0, 0), stray_abort), false,
+                    "an abort without a known error code"});
   std::byte payload[16] = {};
   faults.push_back({"eager payload that spent no credit", join(header(MessageKind::eager, sender, 0, 16), payload), true,
                     "from rank " + std::to_string(sender) + ": it spent no eager credit"});

@@ -567,6 +567,64 @@ void peer_death(Runtime& runtime) {
   std::fputs("rank 0 saw rank 1 die\n", stdout);
 }
 
+// TETHER_INJECT_WRITE_FAILURE=N: rank 0's N-th rendezvous write fails. Its 1 MiB send
+// to rank 1 fails with the transport error; rank 1's receive fails with it too, holding
+// the N-1 chunks written before and nothing else of the sender's writes (a split receive
+// also holds the half it read). Then a message each way lands whole: both ranks go on.
+void write_failure(Runtime& runtime) {
+  constexpr std::size_t kBytes = std::size_t{1} << 20;
+  constexpr auto kUntouched = std::byte{0xa5};
+  const auto& config = tether::config::Config::global();
+  const std::size_t chunk = config.size_bytes("TETHER_RNDV_CHUNK");
+  const auto failing_write = static_cast<std::size_t>(config.integer("TETHER_INJECT_WRITE_FAILURE"));
+  CHECK(runtime.size() == 2 && failing_write > 1 && chunk * failing_write < kBytes / 2,
+        "write-failure needs 2 ranks and its failing write within the first half");
+  auto* buffer = static_cast<std::byte*>(tether::pinned_alloc(kBytes));
+  std::vector<std::byte> pattern(kBytes);
+  fill(pattern.data(), kBytes, 41);
+  MessageInfo info;
+  if (runtime.rank() == 0) {
+    std::memcpy(buffer, pattern.data(), kBytes);
+    Request send;
+    CHECK(runtime.isend(buffer, kBytes, 1, 8, send) != Status::error, "{}", runtime.last_error().message());
+    CHECK(runtime.wait(send, &info) == Status::error && info.error == tether::Errc::transport,
+          "the send whose write failed ended with {}", tether::errc_name(info.error));
+  } else {
+    std::memset(buffer, static_cast<int>(kUntouched), kBytes);
+    Request receive;
+    CHECK(runtime.irecv(buffer, kBytes, 0, 8, receive) != Status::error, "{}", runtime.last_error().message());
+    CHECK(runtime.wait(receive, &info) == Status::error && info.error == tether::Errc::transport,
+          "the receive whose sender's write failed ended with {}", tether::errc_name(info.error));
+    bool split = config.choice("TETHER_RNDV_PROTOCOL") == "split";
+    std::size_t written = split ? kBytes / 2 : kBytes;  // the sender's share
+    std::size_t landed = (failing_write - 1) * chunk;
+    CHECK(std::memcmp(buffer, pattern.data(), landed) == 0, "the {} bytes written before the failure differ", landed);
+    CHECK(std::all_of(buffer + landed, buffer + written, [&](std::byte b) { return b == kUntouched; }),
+          "bytes past the failed write were written");
+    CHECK(std::memcmp(buffer + written, pattern.data() + written, kBytes - written) == 0,
+          "the half the receiver read differs");
+  }
+  // Both go on: a rendezvous each way, checksummed (two chunks: rank 1's own writes stay
+  // below the failing one).
+  const std::size_t next_bytes = 2 * chunk;
+  for (int sender : {0, 1}) {
+    Request request;
+    if (runtime.rank() == sender) {
+      fill(buffer, next_bytes, 50 + static_cast<std::uint64_t>(sender));
+      CHECK(runtime.isend(buffer, next_bytes, 1 - sender, 9, request) != Status::error, "{}",
+            runtime.last_error().message());
+      wait_ok(runtime, request);
+    } else {
+      CHECK(runtime.irecv(buffer, next_bytes, sender, 9, request) != Status::error, "{}",
+            runtime.last_error().message());
+      wait_ok(runtime, request);
+      CHECK(checksum(buffer, next_bytes) == fill(pattern.data(), next_bytes, 50 + static_cast<std::uint64_t>(sender)),
+            "the message after the failure differs");
+    }
+  }
+  tether::pinned_free(buffer);
+}
+
 // A rendezvous matched by a receive from any source, whose sender then goes silent: rank 0
 // starts a 1 MiB send and sleeps for kSilentSeconds without calling the runtime (no probe
 // answered), then exits. Rank 1's receive must fail with peer_unreachable once
@@ -631,8 +689,8 @@ void libfabric_mapped(Runtime& runtime) {
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fputs("usage: tether-messaging-check sizes|sizes-pool|ordering|sends-at-start|read-in-place|wildcards|\n"
-               "       truncation|many|bad-input|peer-death|silent-sender|pressure|memlock-refused|threads|\n"
-               "       libfabric-mapped\n",
+               "       truncation|many|bad-input|peer-death|silent-sender|write-failure|pressure|memlock-refused|\n"
+               "       threads|libfabric-mapped\n",
                stderr);
     return 2;
   }
@@ -643,7 +701,8 @@ int main(int argc, char** argv) {
       {"ordering", ordering}, {"sends-at-start", sends_at_start}, {"read-in-place", read_in_place},
       {"waited-in-place", waited_in_place},
       {"wildcards", wildcards}, {"truncation", truncation}, {"many", many},
-      {"bad-input", bad_input}, {"peer-death", peer_death}, {"silent-sender", silent_sender}, {"pressure", pressure},
+      {"bad-input", bad_input}, {"peer-death", peer_death}, {"silent-sender", silent_sender},
+      {"write-failure", write_failure}, {"pressure", pressure},
       {"memlock-refused", memlock_refused}, {"threads", threads}, {"libfabric-mapped", libfabric_mapped}};
   auto found = scenarios.find(scenario);
   if (found == scenarios.end()) {

@@ -118,10 +118,10 @@ std::vector<std::string> environment_for(const Case& test_case) {
 }
 
 // Two ranks of tether-messaging-check running `test_case`'s scenario under tether-run, with
-// one setting beside the case's environment.
-Outcome run_pair(const Case& test_case, const std::string& setting) {
+// `settings` beside the case's environment.
+Outcome run_pair(const Case& test_case, const std::vector<std::string>& settings) {
   std::vector<std::string> environment = environment_for(test_case);
-  environment.push_back(setting);
+  environment.insert(environment.end(), settings.begin(), settings.end());
   return run({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", MESSAGING_CHECK_PATH, test_case.scenario}, environment,
              std::chrono::seconds(90));
 }
@@ -207,7 +207,7 @@ TEST(MessagingHybridTest, ShmOffSendsToRanksOnTheSameNodeOverTheNetwork) {
 // TETHER_MAX_REQUESTS=8 (tether-messaging-check sends-at-start), on both on-node and tcp.
 TEST(MessagingLimitsTest, SmallSendsFinishedAtStartHoldNoRequest) {
   for (std::string transport : {"shm", "tcp"}) {
-    Outcome outcome = run_pair({"sends-at-start", 2, transport, "put"}, "TETHER_MAX_REQUESTS=8");
+    Outcome outcome = run_pair({"sends-at-start", 2, transport, "put"}, {"TETHER_MAX_REQUESTS=8"});
     EXPECT_EQ(outcome.exit_code, 0) << transport << "\n" << outcome.output;
     expect_ranks_passed(outcome, 2, "sends-at-start");
   }
@@ -331,9 +331,24 @@ TEST(MessagingFailureTest, DeadPeerFailsRequestsAndTheLauncherNamesIt) {
 // silent (computes without calling the runtime), the receive fails after TETHER_PEER_TIMEOUT.
 TEST(MessagingFailureTest, AnySourceRendezvousFailsWhenItsSenderGoesSilent) {
   for (std::string transport : {"shm", "tcp"}) {
-    Outcome outcome = run_pair({"silent-sender", 2, transport, "auto"}, "TETHER_PEER_TIMEOUT=1s");
+    Outcome outcome = run_pair({"silent-sender", 2, transport, "auto"}, {"TETHER_PEER_TIMEOUT=1s"});
     EXPECT_EQ(outcome.exit_code, 0) << transport << "\n" << outcome.output;
     EXPECT_NE(outcome.output.find("rank 1 gave up on silent rank 0"), std::string::npos) << outcome.output;
+  }
+}
+
+// A rendezvous whose sender's third write fails (TETHER_INJECT_WRITE_FAILURE) fails on both
+// sides: the receive learns from the sender which writes landed instead of waiting for the
+// rest while its sender stays alive. Before, it waited until the job was killed.
+TEST(MessagingFailureTest, FailedRendezvousWriteFailsSendAndReceive) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"shm", "put"}, {"shm", "split"}, {"tcp", "put"}, {"ofitcp", "split"}};
+  for (auto [transport, protocol] : cases) {
+    Outcome outcome = run_pair({"write-failure", 2, transport, protocol},
+                               {"TETHER_INJECT_WRITE_FAILURE=3", "TETHER_RNDV_CHUNK=64K"});
+    EXPECT_EQ(outcome.exit_code, 0) << transport << " " << protocol << "\n" << outcome.output;
+    EXPECT_NE(outcome.output.find("rank 1: write-failure passed"), std::string::npos) << outcome.output;
+    EXPECT_NE(outcome.output.find("injected by TETHER_INJECT_WRITE_FAILURE"), std::string::npos) << outcome.output;
   }
 }
 

@@ -97,6 +97,23 @@ TEST(WireTest, RefusedFinCarriesAKnownErrorInItsSize) {
   for (std::uint64_t code : {std::uint64_t{0}, std::uint64_t{999}}) EXPECT_FALSE(decode(refused_fin(code), 4)) << code;
 }
 
+// A put or split send whose write failed tells its receiver with an abort: the error code
+// in the header's size, how many writes landed in the body; an unknown code is malformed.
+TEST(WireTest, AbortCarriesAKnownErrorAndTheWritesThatLanded) {
+  auto abort = [](std::uint64_t code) {
+    return encode(make_header(MessageKind::abort, 1, 5, 0, code), RendezvousAbort{{3, 2}, 7});
+  };
+  auto accepted = decode(abort(static_cast<std::uint64_t>(tether::Errc::transport)), 4);
+  ASSERT_TRUE(accepted) << accepted.error().message();
+  EXPECT_EQ(accepted->header.message_bytes, static_cast<std::uint64_t>(tether::Errc::transport));
+  EXPECT_EQ(accepted->abort.receiver_request.packed(), (RequestId{3, 2}.packed()));
+  EXPECT_EQ(accepted->abort.writes_landed, 7u);
+  for (std::uint64_t code : {std::uint64_t{0}, std::uint64_t{999}}) EXPECT_FALSE(decode(abort(code), 4)) << code;
+  auto short_body = abort(static_cast<std::uint64_t>(tether::Errc::transport));
+  short_body.resize(short_body.size() - 1);
+  EXPECT_FALSE(decode(short_body, 4));
+}
+
 // Liveness probes are a bare header: exactly 32 bytes, anything after it is malformed.
 std::vector<std::byte> channel_message(ChannelCarry carry, std::size_t payload, std::size_t claimed) {
   auto bytes = encode(make_header(MessageKind::channel, 1, 5, 0, claimed), carry);
