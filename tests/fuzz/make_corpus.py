@@ -3,13 +3,29 @@
 laid out as the wire structs are (wire.hpp, channel_state.hpp, hybrid_address.cpp,
 transport.hpp, mailbox.hpp, tcp_wire.hpp) and a few edge cases. Run it again after a format changes."""
 import os
+import re
 import struct
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-WIRE_MAGIC, WIRE_VERSION = 0x7E7A, 2
-HELLO_MAGIC, HELLO_VERSION = 0x7E43, 4
-HYBRID_MAGIC = 0x54485942
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def constant(path, name):
+    """The value of `constexpr ... name = value;` in a source file: the seeds
+    follow the format's version without anyone editing this file."""
+    with open(os.path.join(ROOT, path)) as source:
+        match = re.search(r"\b" + name + r"\s*=\s*(0x[0-9a-fA-F]+|\d+)", source.read())
+    if match is None:
+        sys.exit(f"make_corpus.py: {name} not found in {path}")
+    return int(match.group(1), 0)
+
+
+WIRE_MAGIC = constant("runtime/messaging/wire.hpp", "kWireMagic")
+WIRE_VERSION = constant("runtime/messaging/wire.hpp", "kWireVersion")
+HELLO_MAGIC = constant("persist/channel_state.hpp", "kHelloMagic")
+HELLO_VERSION = constant("persist/channel_state.hpp", "kHelloVersion")
+HYBRID_MAGIC = constant("transport/hybrid/hybrid_address.cpp", "kAddressMagic")
 EAGER, RTS, CTS, FIN, CREDIT, CHANNEL, ABORT = 1, 2, 3, 4, 7, 8, 9
 ERRC_TRANSPORT = 9
 CHANNEL_BIT = 1 << 63
@@ -58,7 +74,7 @@ def hello(role, tag=7, slots=4, slot_bytes=4096, partitions=1, landing_length=16
           landing_order=BY_POSITION):
     return (struct.pack("<HBBIiIQII", HELLO_MAGIC, HELLO_VERSION, role, channel_id, tag, slots, slot_bytes,
                         partitions, 8192) + remote(length=landing_length) + remote(length=slots * 64) +
-            bytes([landing_order]) + bytes(7))
+            bytes([landing_order]) + bytes(7) + remote(address=0, key=0, base=0, length=0))  # no split source
 
 
 def hello_seeds():
@@ -150,7 +166,9 @@ def mailbox_seeds():
     }
 
 
-TCP_FRAME_MAGIC, TCP_ADDRESS_MAGIC, TCP_WIRE_VERSION = 0x50435454, 0x41435454, 2
+TCP_FRAME_MAGIC = constant("transport/tcp/tcp_wire.hpp", "kFrameMagic")
+TCP_ADDRESS_MAGIC = constant("transport/tcp/tcp_wire.hpp", "kAddressMagic")
+TCP_WIRE_VERSION = constant("transport/tcp/tcp_wire.hpp", "kWireVersion")
 TCP_HELLO, TCP_MESSAGE, TCP_WRITE, TCP_READ_REQUEST, TCP_READ_RESPONSE, TCP_WRITE_ACK, TCP_ANSWER = range(1, 8)
 TCP_WINDOW = 0x7E0000000000  # fuzz_tcp_frames.cpp maps its registered window here
 TCP_KEY = 0x4B4B4B4B4B4B4B4B  # "KKKKKKKK": the target puts the window's random key in its place
