@@ -355,6 +355,7 @@ class Engine {
   void fail_transfer(RequestSlot* slot, Errc error) noexcept;
   void on_chunk_failed(RequestSlot* slot, Errc error) noexcept;
   void abort_send(RequestSlot* send, Errc error) noexcept;
+  void refuse_cts(RequestSlot* send, const ClearToSend& cts) noexcept;
   void on_abort(const DecodedMessage& message) noexcept;
   void finish_rendezvous_receive(RequestSlot* receive) noexcept;
   static std::uint64_t writes_still_coming(const RequestSlot& receive, std::uint64_t writes_landed) noexcept;

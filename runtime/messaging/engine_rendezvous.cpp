@@ -210,9 +210,11 @@ void Engine::on_cts(const DecodedMessage& message) noexcept {
     return complete(send, error);
   }
   if (message.cts.bytes_to_write > send->buffer_bytes || message.cts.chunk_bytes > options_.chunk_bytes) {
-    log::error("runtime", "CTS from rank {} asks for {} bytes in {}-byte chunks of a {}-byte send", source,
-               message.cts.bytes_to_write, message.cts.chunk_bytes, send->buffer_bytes);
-    return complete(send, Errc::invalid_argument);
+    log::error("runtime",
+               "CTS from rank {} asks for {} bytes in {}-byte chunks of a {}-byte send, and this rank writes at most "
+               "{}-byte chunks: set the same TETHER_RNDV_CHUNK on every rank",
+               source, message.cts.bytes_to_write, message.cts.chunk_bytes, send->buffer_bytes, options_.chunk_bytes);
+    return refuse_cts(send, message.cts);
   }
   send->remote = message.cts.target;
   send->peer_request = message.cts.receiver_request;
@@ -226,6 +228,14 @@ void Engine::on_cts(const DecodedMessage& message) noexcept {
   if (send->chunks_left == 0) return complete(send, Errc::ok);
   if (send->transfer_bytes == 0) return;  // only the FIN to come
   if (!post_chunks(send)) waiting_writes_.push_back(send);
+}
+
+// A CTS this side cannot follow: the receiver answered and waits for writes, so it gets an
+// abort with none landed (a split send then waits for its FIN: it reads this buffer).
+void Engine::refuse_cts(RequestSlot* send, const ClearToSend& cts) noexcept {
+  send->peer_request = cts.receiver_request;
+  send->fin_due = send->protocol == RendezvousProtocol::split;
+  abort_send(send, Errc::invalid_argument);
 }
 
 bool Engine::post_chunks(RequestSlot* slot) noexcept {

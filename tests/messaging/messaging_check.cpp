@@ -625,6 +625,33 @@ void write_failure(Runtime& runtime) {
   tether::pinned_free(buffer);
 }
 
+// Run with a larger TETHER_RNDV_CHUNK on rank 1 than on rank 0 (mpirun's per-context -x):
+// rank 1's CTS asks for chunks rank 0 cannot write. Both requests fail with invalid_argument
+// (rank 0's log names TETHER_RNDV_CHUNK) instead of rank 1 waiting for writes; then an
+// eager message each way lands whole.
+void chunk_mismatch(Runtime& runtime) {
+  constexpr std::size_t kBytes = std::size_t{1} << 20;
+  CHECK(runtime.size() == 2, "chunk-mismatch runs on 2 ranks, not {}", runtime.size());
+  auto* buffer = static_cast<std::byte*>(tether::pinned_alloc(kBytes));
+  fill(buffer, kBytes, 7);
+  Request request;
+  MessageInfo info;
+  if (runtime.rank() == 0)
+    CHECK(runtime.isend(buffer, kBytes, 1, 10, request) != Status::error, "{}", runtime.last_error().message());
+  else CHECK(runtime.irecv(buffer, kBytes, 0, 10, request) != Status::error, "{}", runtime.last_error().message());
+  CHECK(runtime.wait(request, &info) == Status::error && info.error == tether::Errc::invalid_argument,
+        "the {} ended with {}", runtime.rank() == 0 ? "send" : "receive", tether::errc_name(info.error));
+  int token = runtime.rank() + 100;
+  int other = -1;
+  Request send, receive;
+  CHECK(runtime.irecv(&other, sizeof other, 1 - runtime.rank(), 11, receive) != Status::error, "recv");
+  CHECK(runtime.isend(&token, sizeof token, 1 - runtime.rank(), 11, send) != Status::error, "send");
+  wait_ok(runtime, send);
+  wait_ok(runtime, receive);
+  CHECK(other == 101 - runtime.rank(), "the message after the refused one carried {}", other);
+  tether::pinned_free(buffer);
+}
+
 // A rendezvous matched by a receive from any source, whose sender then goes silent: rank 0
 // starts a 1 MiB send and sleeps for kSilentSeconds without calling the runtime (no probe
 // answered), then exits. Rank 1's receive must fail with peer_unreachable once
@@ -689,8 +716,8 @@ void libfabric_mapped(Runtime& runtime) {
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fputs("usage: tether-messaging-check sizes|sizes-pool|ordering|sends-at-start|read-in-place|wildcards|\n"
-               "       truncation|many|bad-input|peer-death|silent-sender|write-failure|pressure|memlock-refused|\n"
-               "       threads|libfabric-mapped\n",
+               "       truncation|many|bad-input|peer-death|silent-sender|write-failure|chunk-mismatch|pressure|\n"
+               "       memlock-refused|threads|libfabric-mapped\n",
                stderr);
     return 2;
   }
@@ -702,7 +729,7 @@ int main(int argc, char** argv) {
       {"waited-in-place", waited_in_place},
       {"wildcards", wildcards}, {"truncation", truncation}, {"many", many},
       {"bad-input", bad_input}, {"peer-death", peer_death}, {"silent-sender", silent_sender},
-      {"write-failure", write_failure}, {"pressure", pressure},
+      {"write-failure", write_failure}, {"chunk-mismatch", chunk_mismatch}, {"pressure", pressure},
       {"memlock-refused", memlock_refused}, {"threads", threads}, {"libfabric-mapped", libfabric_mapped}};
   auto found = scenarios.find(scenario);
   if (found == scenarios.end()) {

@@ -352,6 +352,26 @@ TEST(MessagingFailureTest, FailedRendezvousWriteFailsSendAndReceive) {
   }
 }
 
+// Ranks started with different TETHER_RNDV_CHUNK (one mpirun context each): the sender
+// cannot follow the receiver's CTS and aborts, so both requests fail with invalid_argument
+// and the log names the setting. Before, the receive waited for ever.
+TEST(MessagingMpirunTest, MismatchedChunkSettingsFailBothSidesNamingTheSetting) {
+  if (::access(MPIRUN_PATH, X_OK) != 0) GTEST_SKIP() << "mpirun not found at " << MPIRUN_PATH;
+  tether::testing::PrivateOmpiSession session;
+  for (std::string protocol : {"put", "split"}) {
+    Outcome outcome = run({MPIRUN_PATH, "-n", "1", "-x", "TETHER_RNDV_CHUNK=64K", MESSAGING_CHECK_PATH,
+                           "chunk-mismatch", ":", "-n", "1", "-x", "TETHER_RNDV_CHUNK=128K", MESSAGING_CHECK_PATH,
+                           "chunk-mismatch"},
+                          {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OMPI_MCA_btl=self,tcp",
+                           "OMPI_MCA_pml=ob1", "TETHER_RNDV_PROTOCOL=" + protocol, session.setting()},
+                          std::chrono::seconds(120));
+    EXPECT_EQ(outcome.exit_code, 0) << protocol << "\n" << outcome.output;
+    EXPECT_NE(outcome.output.find("rank 1: chunk-mismatch passed"), std::string::npos) << outcome.output;
+    EXPECT_NE(outcome.output.find("set the same TETHER_RNDV_CHUNK on every rank"), std::string::npos)
+        << outcome.output;
+  }
+}
+
 TEST(MessagingMpirunTest, SizesAndOrderingUnderOpenMpi) {
   if (::access(MPIRUN_PATH, X_OK) != 0) GTEST_SKIP() << "mpirun not found at " << MPIRUN_PATH;
   tether::testing::PrivateOmpiSession session;
