@@ -119,7 +119,7 @@ struct Completion {
 // What the endpoint can do; sizes above these must be split by the caller (rendezvous).
 struct Limits {
   std::size_t max_message_bytes = 0;
-  std::size_t max_rma_bytes = 0;
+  std::size_t max_rma_bytes = 0;  // 0: no limit
   std::size_t inject_bytes = 0;  // sends this small complete at once: done, retry or error, never posted
   std::size_t send_queue_depth = 0;
   std::size_t receive_queue_depth = 0;

@@ -92,6 +92,10 @@ constexpr Option kOptions[] = {
     {"TETHER_INJECT_WRITE_FAILURE", "0", Kind::integer,
      "Fault injection, for tests: this rank's N-th rendezvous write fails as a transport error would; the send "
      "fails and its receive learns which writes landed (0: never)"},
+    {"TETHER_INJECT_WRITE_FAILURE_AT", "post", Kind::choice,
+     "Fault injection, for tests: where TETHER_INJECT_WRITE_FAILURE's write fails: its post, or its completion "
+     "(the write never reaches the peer; the ones after it are posted until the error comes back)",
+     "post|completion"},
     {"TETHER_RNDV_CHUNK", "2M", Kind::size, "Rendezvous transfers move in RMA operations of at most this size"},
     {"TETHER_PROGRESS_THREAD", "off", Kind::boolean, "Run a thread that drives progress continuously"},
     {"TETHER_YIELD", "auto", Kind::choice,

@@ -49,6 +49,7 @@ EngineOptions EngineOptions::from_config() {
   options.inject_memlock_failure = config.flag("TETHER_INJECT_MEMLOCK_FAILURE");
   options.inject_write_failure =
       static_cast<std::uint64_t>(std::max<std::int64_t>(0, config.integer("TETHER_INJECT_WRITE_FAILURE")));
+  options.inject_write_failure_at_completion = config.choice("TETHER_INJECT_WRITE_FAILURE_AT") == "completion";
   return options;
 }
 
@@ -428,6 +429,7 @@ void Engine::progress_locked() noexcept {
   fail_requests_of_dead_peers();
   if (!backlog_.empty() || !waiting_writes_.empty()) flush_backlog();
   poll_transport();
+  if (!injected_failures_.empty()) [[unlikely]] deliver_injected_failures();
   check_liveness();
   if (channel_events_) channel_events_->on_progress();
 }
@@ -487,6 +489,12 @@ void Engine::handle(const transport::Completion& completion) noexcept {
       handle_error(completion);
       return;
   }
+}
+
+void Engine::deliver_injected_failures() noexcept {
+  std::vector<transport::Completion> due;
+  due.swap(injected_failures_);
+  for (const transport::Completion& failed : due) handle(failed);
 }
 
 void Engine::handle_error(const transport::Completion& completion) noexcept {

@@ -36,6 +36,7 @@ struct EngineOptions {
   transport::KeyScope remote_keys = transport::KeyScope::automatic;  // of pool memory handed to peers
   bool inject_memlock_failure = false;  // TETHER_INJECT_MEMLOCK_FAILURE (user_registrar())
   std::uint64_t inject_write_failure = 0;  // TETHER_INJECT_WRITE_FAILURE: that chunk write fails (0: none)
+  bool inject_write_failure_at_completion = false;  // TETHER_INJECT_WRITE_FAILURE_AT: its completion, not its post
 
   static EngineOptions from_config();
 };
@@ -365,6 +366,8 @@ class Engine {
                    Errc& error) noexcept;
   Errc post_failure(int peer_rank) noexcept;  // logs the transport's error
   bool write_failure_injected() noexcept;
+  Status fail_later(RequestSlot* slot) noexcept;
+  void deliver_injected_failures() noexcept;
   void answer_split(RequestSlot* receive, const MessageHeader& header, const transport::RemoteBuffer& target) noexcept;
 
   // Completions (engine.cpp).
@@ -429,6 +432,7 @@ class Engine {
   std::atomic<std::uint64_t> messages_taken_waiting_{0};
   std::uint64_t writes_posted_ = 0;    // rendezvous chunk writes (TETHER_INJECT_WRITE_FAILURE counts them)
   bool write_failure_fired_ = false;
+  std::vector<transport::Completion> injected_failures_;  // TETHER_INJECT_WRITE_FAILURE_AT=completion
   std::atomic<std::uint64_t> split_rendezvous_received_{0};
   std::atomic<std::uint64_t> rendezvous_received_{0};
   static void count_one(std::atomic<std::uint64_t>& counter) noexcept {

@@ -209,11 +209,16 @@ void Engine::on_cts(const DecodedMessage& message) noexcept {
                send->buffer_bytes, send->tag, errc_name(error));
     return complete(send, error);
   }
-  if (message.cts.bytes_to_write > send->buffer_bytes || message.cts.chunk_bytes > options_.chunk_bytes) {
+  if (message.cts.bytes_to_write > send->buffer_bytes) {
+    log::error("runtime", "CTS from rank {} asks for {} bytes of a {}-byte send (that rank is broken)", source,
+               message.cts.bytes_to_write, send->buffer_bytes);
+    return refuse_cts(send, message.cts);
+  }
+  if (message.cts.chunk_bytes > options_.chunk_bytes && message.cts.bytes_to_write > 0) {
     log::error("runtime",
-               "CTS from rank {} asks for {} bytes in {}-byte chunks of a {}-byte send, and this rank writes at most "
-               "{}-byte chunks: set the same TETHER_RNDV_CHUNK on every rank",
-               source, message.cts.bytes_to_write, message.cts.chunk_bytes, send->buffer_bytes, options_.chunk_bytes);
+               "CTS from rank {} asks for {}-byte chunks, and this rank writes at most {}-byte chunks: set the same "
+               "TETHER_RNDV_CHUNK on every rank",
+               source, message.cts.chunk_bytes, options_.chunk_bytes);
     return refuse_cts(send, message.cts);
   }
   send->remote = message.cts.target;
@@ -265,6 +270,7 @@ Status Engine::post_write(RequestSlot* slot, transport::PeerIndex peer, std::siz
                           Errc& error) noexcept {
   if (write_failure_injected()) {
     log::error("runtime", "rendezvous write to rank {} failed (injected by TETHER_INJECT_WRITE_FAILURE)", slot->peer);
+    if (options_.inject_write_failure_at_completion) return fail_later(slot);
     error = Errc::transport;
     return Status::error;
   }
@@ -290,6 +296,19 @@ Errc Engine::post_failure(int peer_rank) noexcept {
   log::error("runtime", "rendezvous with rank {} failed: {}", peer_rank, transport_->last_error().message());
   Errc code = transport_->last_error().code;
   return code == Errc::ok ? Errc::transport : code;
+}
+
+// TETHER_INJECT_WRITE_FAILURE_AT=completion: the write is taken as posted (it never
+// reaches the peer) and its completion, at the next progress pass, is an error.
+Status Engine::fail_later(RequestSlot* slot) noexcept {
+  transport::Completion failed;
+  failed.failed_kind = transport::CompletionKind::write_done;
+  failed.error = Errc::transport;
+  failed.peer = peers_[static_cast<std::size_t>(slot->peer)].transport_peer;
+  failed.context = chunk_context(ContextKind::chunk_write, slot);
+  failed.cause = "injected by TETHER_INJECT_WRITE_FAILURE_AT=completion";
+  injected_failures_.push_back(failed);
+  return Status::posted;
 }
 
 // TETHER_INJECT_WRITE_FAILURE=N: the write this rank would post N-th fails, once (a post

@@ -15,7 +15,7 @@ def constant(path, name):
     """The value of `constexpr ... name = value;` in a source file: the seeds
     follow the format's version without anyone editing this file."""
     with open(os.path.join(ROOT, path)) as source:
-        match = re.search(r"\b" + name + r"\s*=\s*(0x[0-9a-fA-F]+|\d+)", source.read())
+        match = re.search(r"constexpr[^;=]*\b" + name + r"\s*=\s*(0x[0-9a-fA-F]+|\d+)", source.read())
     if match is None:
         sys.exit(f"make_corpus.py: {name} not found in {path}")
     return int(match.group(1), 0)
@@ -120,7 +120,7 @@ def hybrid(identity, local, network, magic=HYBRID_MAGIC):
 
 
 def hybrid_seeds():
-    local = struct.pack("<IIiI", 0x7E5A4D42, 1234, 5, 64)
+    local = struct.pack("<IIiI", constant("transport/shm/mailbox.hpp", "kMailboxMagic"), 1234, 5, 64)
     return {
         "two-parts": hybrid(b"node-a/boot/net:1/pid:2", local, bytes(range(24))),
         "empty-parts": hybrid(b"", b"", b""),

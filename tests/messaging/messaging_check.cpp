@@ -567,10 +567,11 @@ void peer_death(Runtime& runtime) {
   std::fputs("rank 0 saw rank 1 die\n", stdout);
 }
 
-// TETHER_INJECT_WRITE_FAILURE=N: rank 0's N-th rendezvous write fails. Its 1 MiB send
-// to rank 1 fails with the transport error; rank 1's receive fails with it too, holding
-// the N-1 chunks written before and nothing else of the sender's writes (a split receive
-// also holds the half it read). Then a message each way lands whole: both ranks go on.
+// TETHER_INJECT_WRITE_FAILURE=N: rank 0's N-th rendezvous write fails (its post, or with
+// TETHER_INJECT_WRITE_FAILURE_AT=completion its completion). Its 1 MiB send to rank 1 fails
+// with the transport error; rank 1's receive fails with it too, holding the N-1 chunks
+// written before, not the failed one, and later ones only whole (a split receive also
+// holds the half it read). Then a message each way lands whole: both ranks go on.
 void write_failure(Runtime& runtime) {
   constexpr std::size_t kBytes = std::size_t{1} << 20;
   constexpr auto kUntouched = std::byte{0xa5};
@@ -597,10 +598,20 @@ void write_failure(Runtime& runtime) {
           "the receive whose sender's write failed ended with {}", tether::errc_name(info.error));
     bool split = config.choice("TETHER_RNDV_PROTOCOL") == "split";
     std::size_t written = split ? kBytes / 2 : kBytes;  // the sender's share
-    std::size_t landed = (failing_write - 1) * chunk;
-    CHECK(std::memcmp(buffer, pattern.data(), landed) == 0, "the {} bytes written before the failure differ", landed);
-    CHECK(std::all_of(buffer + landed, buffer + written, [&](std::byte b) { return b == kUntouched; }),
-          "bytes past the failed write were written");
+    std::size_t failed = (failing_write - 1) * chunk;
+    auto untouched = [&](std::size_t from, std::size_t to) {
+      return std::all_of(buffer + from, buffer + to, [&](std::byte b) { return b == kUntouched; });
+    };
+    CHECK(std::memcmp(buffer, pattern.data(), failed) == 0, "the {} bytes written before the failure differ", failed);
+    CHECK(untouched(failed, failed + chunk), "the failed write's bytes landed");
+    // A post that fails stops the writes after it; a completion that fails comes back while
+    // later writes are posted, each of which lands whole.
+    bool at_completion = config.choice("TETHER_INJECT_WRITE_FAILURE_AT") == "completion";
+    for (std::size_t at = failed + chunk; at < written; at += chunk) {
+      std::size_t end = std::min(at + chunk, written);
+      bool whole = at_completion && std::memcmp(buffer + at, pattern.data() + at, end - at) == 0;
+      CHECK(whole || untouched(at, end), "the chunk at {} after the failed write landed in part or unasked", at);
+    }
     CHECK(std::memcmp(buffer + written, pattern.data() + written, kBytes - written) == 0,
           "the half the receiver read differs");
   }

@@ -337,16 +337,25 @@ TEST(MessagingFailureTest, AnySourceRendezvousFailsWhenItsSenderGoesSilent) {
   }
 }
 
-// A rendezvous whose sender's third write fails (TETHER_INJECT_WRITE_FAILURE) fails on both
-// sides: the receive learns from the sender which writes landed instead of waiting for the
-// rest while its sender stays alive. Before, it waited until the job was killed.
+// A rendezvous whose sender's third write fails (TETHER_INJECT_WRITE_FAILURE: its post, or
+// its completion while later writes go out) fails on both sides: the receive learns from
+// the sender which writes landed instead of waiting for the rest while its sender stays
+// alive. Before, it waited until the job was killed.
 TEST(MessagingFailureTest, FailedRendezvousWriteFailsSendAndReceive) {
-  const std::pair<const char*, const char*> cases[] = {
-      {"shm", "put"}, {"shm", "split"}, {"tcp", "put"}, {"ofitcp", "split"}};
-  for (auto [transport, protocol] : cases) {
+  struct WriteFailureCase {
+    const char* transport;
+    const char* protocol;
+    const char* failing_at;
+  };
+  const WriteFailureCase cases[] = {{"shm", "put", "post"},        {"shm", "split", "post"},
+                                    {"tcp", "put", "post"},        {"ofitcp", "split", "post"},
+                                    {"shm", "put", "completion"},  {"tcp", "put", "completion"},
+                                    {"ofitcp", "split", "completion"}};
+  for (auto [transport, protocol, failing_at] : cases) {
     Outcome outcome = run_pair({"write-failure", 2, transport, protocol},
-                               {"TETHER_INJECT_WRITE_FAILURE=3", "TETHER_RNDV_CHUNK=64K"});
-    EXPECT_EQ(outcome.exit_code, 0) << transport << " " << protocol << "\n" << outcome.output;
+                               {"TETHER_INJECT_WRITE_FAILURE=3", "TETHER_RNDV_CHUNK=64K",
+                                std::string("TETHER_INJECT_WRITE_FAILURE_AT=") + failing_at});
+    EXPECT_EQ(outcome.exit_code, 0) << transport << " " << protocol << " " << failing_at << "\n" << outcome.output;
     EXPECT_NE(outcome.output.find("rank 1: write-failure passed"), std::string::npos) << outcome.output;
     EXPECT_NE(outcome.output.find("injected by TETHER_INJECT_WRITE_FAILURE"), std::string::npos) << outcome.output;
   }
@@ -359,7 +368,7 @@ TEST(MessagingMpirunTest, MismatchedChunkSettingsFailBothSidesNamingTheSetting) 
   if (::access(MPIRUN_PATH, X_OK) != 0) GTEST_SKIP() << "mpirun not found at " << MPIRUN_PATH;
   tether::testing::PrivateOmpiSession session;
   for (std::string protocol : {"put", "split"}) {
-    Outcome outcome = run({MPIRUN_PATH, "-n", "1", "-x", "TETHER_RNDV_CHUNK=64K", MESSAGING_CHECK_PATH,
+    Outcome outcome = run({MPIRUN_PATH, "--oversubscribe", "-n", "1", "-x", "TETHER_RNDV_CHUNK=64K", MESSAGING_CHECK_PATH,
                            "chunk-mismatch", ":", "-n", "1", "-x", "TETHER_RNDV_CHUNK=128K", MESSAGING_CHECK_PATH,
                            "chunk-mismatch"},
                           {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OMPI_MCA_btl=self,tcp",

@@ -27,11 +27,6 @@ std::string namespace_inode(const char* path) {
   return stat(path, &status) == 0 ? std::to_string(status.st_ino) : std::string("?");
 }
 
-Limits combined(const Limits& a, const Limits& b) {
-  return Limits{std::min(a.max_message_bytes, b.max_message_bytes), std::min(a.max_rma_bytes, b.max_rma_bytes),
-                std::min(a.inject_bytes, b.inject_bytes), std::min(a.send_queue_depth, b.send_queue_depth),
-                std::min(a.receive_queue_depth, b.receive_queue_depth)};
-}
 
 Expected<Registration> rollback(Registrar& registrar, Registration& done, Error error) {
   registrar.deregister(done);
@@ -39,6 +34,16 @@ Expected<Registration> rollback(Registrar& registrar, Registration& done, Error 
 }
 
 }  // namespace
+
+// max_rma_bytes 0 is no limit (shm-own, tcp-own): the other backend's limit applies. Before,
+// shm-own's 0 hid the network provider's limit, so rendezvous chunks could outgrow it.
+Limits combined_limits(const Limits& a, const Limits& b) noexcept {
+  std::size_t rma = a.max_rma_bytes == 0 || b.max_rma_bytes == 0 ? std::max(a.max_rma_bytes, b.max_rma_bytes)
+                                                                  : std::min(a.max_rma_bytes, b.max_rma_bytes);
+  return Limits{std::min(a.max_message_bytes, b.max_message_bytes), rma, std::min(a.inject_bytes, b.inject_bytes),
+                std::min(a.send_queue_depth, b.send_queue_depth),
+                std::min(a.receive_queue_depth, b.receive_queue_depth)};
+}
 
 std::string node_identity() {
   auto configured = config::Config::global().text("TETHER_NODE_NAME");
@@ -78,7 +83,7 @@ HybridTransport::HybridTransport(std::unique_ptr<Transport> local, std::unique_p
       registrar_(backends_[0]->registrar(), backends_[1]->registrar()),
       node_identity_(std::move(node_identity)),
       name_(fmt::format("hybrid({}+{})", backends_[0]->name(), backends_[1]->name())),
-      limits_(combined(backends_[0]->limits(), backends_[1]->limits())) {}
+      limits_(combined_limits(backends_[0]->limits(), backends_[1]->limits())) {}
 
 HybridTransport::~HybridTransport() = default;
 

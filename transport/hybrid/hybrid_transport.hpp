@@ -18,6 +18,9 @@ namespace tether::transport::hybrid {
 enum class Route : std::uint8_t { local = 0, network = 1 };
 inline constexpr std::size_t kRouteCount = 2;
 
+// What the job may ask of both backends: the stricter limit of each kind.
+[[nodiscard]] Limits combined_limits(const Limits& a, const Limits& b) noexcept;
+
 // What hybrid's registrar hands out: one registration per backend. Registration's
 // local_descriptor and handle both point at it.
 struct HybridRegistration {
