@@ -31,6 +31,14 @@ transport::KeyScope key_scope(std::string_view choice) {
   return choice == "exact" ? transport::KeyScope::exact : transport::KeyScope::automatic;
 }
 
+// TETHER_RNDV_PROTOCOL: the protocol every rendezvous takes, or none (auto: per message).
+std::optional<RendezvousProtocol> protocol_choice(std::string_view choice) {
+  if (choice == "put") return RendezvousProtocol::put;
+  if (choice == "get") return RendezvousProtocol::get;
+  if (choice == "split") return RendezvousProtocol::split;
+  return std::nullopt;
+}
+
 }  // namespace
 
 EngineOptions EngineOptions::from_config() {
@@ -41,7 +49,7 @@ EngineOptions EngineOptions::from_config() {
   options.max_requests = static_cast<std::uint32_t>(config.integer("TETHER_MAX_REQUESTS"));
   options.chunk_bytes = config.size_bytes("TETHER_RNDV_CHUNK");
   options.eager_credits = static_cast<std::uint32_t>(std::clamp<std::int64_t>(config.integer("TETHER_EAGER_CREDITS"), 0, 1 << 20));
-  options.rendezvous_protocol = std::string(config.choice("TETHER_RNDV_PROTOCOL"));
+  options.rendezvous_protocol = protocol_choice(config.choice("TETHER_RNDV_PROTOCOL"));
   options.progress_thread = config.flag("TETHER_PROGRESS_THREAD");
   options.yield = std::string(config.choice("TETHER_YIELD"));
   options.peer_timeout = config.duration("TETHER_PEER_TIMEOUT");

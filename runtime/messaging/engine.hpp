@@ -9,6 +9,7 @@
 #include <array>
 #include <map>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -29,7 +30,7 @@ struct EngineOptions {
   std::uint32_t max_requests = 65536;
   std::size_t chunk_bytes = std::size_t{2} << 20;
   std::uint32_t eager_credits = 64;  // per peer (engine_credits.cpp)
-  std::string rendezvous_protocol = "auto";  // auto | put | get | split
+  std::optional<RendezvousProtocol> rendezvous_protocol;  // TETHER_RNDV_PROTOCOL; none: auto
   bool progress_thread = false;
   std::string yield = "auto";  // auto | on | off (runtime/base/yield.hpp)
   std::chrono::nanoseconds peer_timeout{std::chrono::seconds(30)};  // 0: peers never time out

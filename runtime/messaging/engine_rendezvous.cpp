@@ -32,10 +32,8 @@ std::uint64_t chunk_count(std::uint64_t bytes, std::uint64_t chunk) noexcept {
 // the peer's pool: shm-own), so its half is a memcpy; else put (user memory would need
 // cross-memory attach, which a put into a pool buffer does not).
 RendezvousProtocol Engine::choose_protocol(int peer_rank, const void* buffer, std::size_t bytes) const noexcept {
-  const std::string& chosen = options_.rendezvous_protocol;
-  if (chosen == "get") return RendezvousProtocol::get;
-  if (chosen == "split") return RendezvousProtocol::split;
-  bool maps = chosen == "auto" && within_one_arena(buffer, bytes) &&
+  if (options_.rendezvous_protocol) return *options_.rendezvous_protocol;
+  bool maps = within_one_arena(buffer, bytes) &&
               transport_->maps_peer_pool(peers_[static_cast<std::size_t>(peer_rank)].transport_peer);
   return maps ? RendezvousProtocol::split : RendezvousProtocol::put;
 }
