@@ -65,7 +65,8 @@ class Bootstrap {
   // The host `peer` runs on, from the job data the launcher gave at start-up (never asks
   // the server, so it works when the server is out of reach); empty if it did not say.
   [[nodiscard]] std::string host_of(int peer) const;
-  // Called from the PMIx event thread with the rank that died and why.
+  // Called from the PMIx event thread with the rank that died and why, or with
+  // PeerHealth::kEveryPeer (-1) when the PMIx server was lost.
   void on_peer_death(std::function<void(int peer, std::string_view why)> callback);
 
  private:

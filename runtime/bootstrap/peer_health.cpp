@@ -106,9 +106,20 @@ void PeerHealth::mark_dead(int rank, std::string why) {
   if (callback_) callback_(rank, why);
 }
 
+// Without its server (the launcher killed, say) no rank of the job can be waited on any
+// more: every peer counts as dead, so requests fail instead of two live ranks waiting on
+// each other for ever.
 void PeerHealth::mark_server_lost(std::string why) {
-  std::lock_guard lock(mutex_);
-  if (server_lost_.empty()) server_lost_ = fmt::format("lost the PMIx server: {}", why);
+  std::string reason;
+  {
+    std::lock_guard lock(mutex_);
+    if (!server_lost_.empty()) return;
+    server_lost_ = fmt::format("lost the PMIx server: {}", why);
+    reason = server_lost_;
+  }
+  log::error("bootstrap", "{}; requests with every other rank fail", reason);
+  std::lock_guard calling(callback_mutex_);
+  if (callback_) callback_(kEveryPeer, reason);
 }
 
 void PeerHealth::set_callback(DeathCallback callback) {

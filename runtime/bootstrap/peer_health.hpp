@@ -17,6 +17,8 @@ namespace tether {
 class PeerHealth {
  public:
   using DeathCallback = std::function<void(int peer, std::string_view why)>;
+  // The peer a callback names when the PMIx server was lost: the job is over for every rank.
+  static constexpr int kEveryPeer = -1;
 
   static PeerHealth& instance();
 

@@ -11,6 +11,7 @@
 #include "runtime/base/config.hpp"
 #include "runtime/base/log.hpp"
 #include "runtime/base/yield.hpp"
+#include "runtime/bootstrap/peer_health.hpp"
 
 namespace tether::messaging {
 namespace {
@@ -157,11 +158,23 @@ void Engine::wait_for_peers_to_finish() noexcept {
 
 // Called from the PMIx event thread.
 void Engine::note_death(int peer, std::string_view why) noexcept {
+  if (peer == PeerHealth::kEveryPeer) return note_server_lost(why);
   if (peer < 0 || peer >= size_ || dead_[static_cast<std::size_t>(peer)]->load()) return;
   record_failure_reason(peer, fmt::format("rank {} died ({})", peer, why));
   if (dead_[static_cast<std::size_t>(peer)]->exchange(true)) return;
   deaths_.fetch_add(1);
   log::warn("runtime", "rank {} died ({}); requests to and from it fail", peer, why);
+}
+
+// The PMIx server is gone (PeerHealth logged it): every other rank counts as dead, so
+// waits fail with that reason instead of live ranks waiting on each other for ever.
+void Engine::note_server_lost(std::string_view why) noexcept {
+  for (int other = 0; other < size_; ++other) {
+    if (other == rank_ || dead_[static_cast<std::size_t>(other)]->load()) continue;
+    record_failure_reason(other, std::string(why));
+    dead_[static_cast<std::size_t>(other)]->store(true);
+  }
+  deaths_.fetch_add(1);
 }
 
 Expected<transport::PeerIndex> Engine::resolve(int peer_rank) {

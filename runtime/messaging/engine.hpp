@@ -225,6 +225,7 @@ class Engine {
   void progress_after_some_sends() noexcept;
   void fail_requests_of_dead_peers() noexcept;
   void note_death(int peer, std::string_view why) noexcept;
+  void note_server_lost(std::string_view why) noexcept;
   void wait_for_peers_to_finish() noexcept;
   Status refuse(Errc code, std::string cause, std::string remedy) noexcept;
   // `locked`: the caller holds the progress lock.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -663,6 +664,35 @@ void chunk_mismatch(Runtime& runtime) {
   tether::pinned_free(buffer);
 }
 
+// Run by MessagingFailureTest.KilledLauncherEndsTheRanksWaits: each rank writes its pid to
+// $TETHER_TEST_OUT/rank<r>.pid, then waits for a message nobody sends. The test SIGKILLs
+// tether-run, the PMIx server: the wait must fail with peer_unreachable naming the lost
+// server. The rank writes what the wait returned to $TETHER_TEST_OUT/rank<r>.result and
+// exits (no closing barrier: there is no server).
+void launcher_lost(Runtime& runtime) {
+  std::signal(SIGPIPE, SIG_IGN);  // its output pipes lead to the dead launcher
+  const char* out = std::getenv("TETHER_TEST_OUT");
+  CHECK(out != nullptr && runtime.size() == 2, "launcher-lost needs TETHER_TEST_OUT and 2 ranks");
+  auto write_file = [&](const char* suffix, const std::string& text) {
+    std::string path = fmt::format("{}/rank{}.{}", out, runtime.rank(), suffix);
+    std::string partial = path + ".partial";
+    if (std::FILE* file = std::fopen(partial.c_str(), "w")) {
+      std::fputs(text.c_str(), file);
+      std::fclose(file);
+      std::rename(partial.c_str(), path.c_str());
+    }
+  };
+  int never = 0;
+  Request request;
+  CHECK(runtime.irecv(&never, sizeof never, 1 - runtime.rank(), 98, request) != Status::error, "recv");
+  write_file("pid", std::to_string(::getpid()));
+  MessageInfo info;
+  Status status = runtime.wait(request, &info);
+  write_file("result", fmt::format("status {} error {}: {}", static_cast<int>(status), tether::errc_name(info.error),
+                                   status == Status::error ? runtime.last_error().message() : ""));
+  std::_Exit(0);
+}
+
 // A rendezvous matched by a receive from any source, whose sender then goes silent: rank 0
 // starts a 1 MiB send and sleeps for kSilentSeconds without calling the runtime (no probe
 // answered), then exits. Rank 1's receive must fail with peer_unreachable once
@@ -727,8 +757,8 @@ void libfabric_mapped(Runtime& runtime) {
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fputs("usage: tether-messaging-check sizes|sizes-pool|ordering|sends-at-start|read-in-place|wildcards|\n"
-               "       truncation|many|bad-input|peer-death|silent-sender|write-failure|chunk-mismatch|pressure|\n"
-               "       memlock-refused|threads|libfabric-mapped\n",
+               "       truncation|many|bad-input|peer-death|silent-sender|write-failure|chunk-mismatch|\n"
+               "       launcher-lost|pressure|memlock-refused|threads|libfabric-mapped\n",
                stderr);
     return 2;
   }
@@ -740,7 +770,8 @@ int main(int argc, char** argv) {
       {"waited-in-place", waited_in_place},
       {"wildcards", wildcards}, {"truncation", truncation}, {"many", many},
       {"bad-input", bad_input}, {"peer-death", peer_death}, {"silent-sender", silent_sender},
-      {"write-failure", write_failure}, {"chunk-mismatch", chunk_mismatch}, {"pressure", pressure},
+      {"write-failure", write_failure}, {"chunk-mismatch", chunk_mismatch}, {"launcher-lost", launcher_lost},
+      {"pressure", pressure},
       {"memlock-refused", memlock_refused}, {"threads", threads}, {"libfabric-mapped", libfabric_mapped}};
   auto found = scenarios.find(scenario);
   if (found == scenarios.end()) {

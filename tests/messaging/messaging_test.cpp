@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -26,10 +27,10 @@ struct Outcome {
   std::string output;
 };
 
-// Runs `argv` with extra environment, output captured, killed after `timeout`.
-Outcome run(const std::vector<std::string>& argv, const std::vector<std::string>& extra_environment,
-            std::chrono::seconds timeout) {
-  std::string log_path = "/tmp/tether-messaging-test-" + std::to_string(::getpid()) + ".log";
+// Starts `argv` in a process group of its own with extra environment, stdout and stderr
+// into `log_path`; -1 when it could not start.
+pid_t spawn_logged(const std::vector<std::string>& argv, const std::vector<std::string>& extra_environment,
+                   const std::string& log_path) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -46,8 +47,26 @@ Outcome run(const std::vector<std::string>& argv, const std::vector<std::string>
   args.push_back(nullptr);
   envs.push_back(nullptr);
   pid_t child = 0;
+  bool started = posix_spawn(&child, args[0], &actions, &attributes, args.data(), envs.data()) == 0;
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  return started ? child : -1;
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// Runs `argv` with extra environment, output captured, killed after `timeout`.
+Outcome run(const std::vector<std::string>& argv, const std::vector<std::string>& extra_environment,
+            std::chrono::seconds timeout) {
+  std::string log_path = "/tmp/tether-messaging-test-" + std::to_string(::getpid()) + ".log";
   Outcome outcome;
-  if (posix_spawn(&child, args[0], &actions, &attributes, args.data(), envs.data()) != 0) return outcome;
+  pid_t child = spawn_logged(argv, extra_environment, log_path);
+  if (child < 0) return outcome;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   int status = 0;
   while (::waitpid(child, &status, WNOHANG) == 0) {
@@ -60,13 +79,8 @@ Outcome run(const std::vector<std::string>& argv, const std::vector<std::string>
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  std::ifstream log(log_path);
-  std::stringstream text;
-  text << log.rdbuf();
-  outcome.output += text.str();
+  outcome.output += file_text(log_path);
   ::unlink(log_path.c_str());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attributes);
   return outcome;
 }
 
@@ -379,6 +393,49 @@ TEST(MessagingMpirunTest, MismatchedChunkSettingsFailBothSidesNamingTheSetting) 
     EXPECT_NE(outcome.output.find("set the same TETHER_RNDV_CHUNK on every rank"), std::string::npos)
         << outcome.output;
   }
+}
+
+// Whether process `pid` is gone (or a zombie) within `limit`.
+bool exits_within(pid_t pid, std::chrono::seconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::string stat = file_text("/proc/" + std::to_string(pid) + "/stat");
+    auto state = stat.rfind(") ");
+    if (stat.empty() || (state != std::string::npos && stat.compare(state + 2, 1, "Z") == 0)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+// tether-run SIGKILLed while its two ranks wait on each other: the PMIx server is gone, so
+// each rank's wait fails naming it and the rank exits. Before, both waited for ever.
+TEST(MessagingFailureTest, KilledLauncherEndsTheRanksWaits) {
+  char directory[] = "/tmp/tether-launcher-lost.XXXXXX";
+  ASSERT_NE(::mkdtemp(directory), nullptr);
+  const std::string out = directory;
+  pid_t launcher = spawn_logged({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", MESSAGING_CHECK_PATH, "launcher-lost"},
+                                {"TETHER_TEST_OUT=" + out}, out + "/launcher.log");
+  ASSERT_GT(launcher, 0);
+  std::vector<pid_t> ranks;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       ranks.size() < 2 && std::chrono::steady_clock::now() < deadline;) {
+    ranks.clear();
+    for (int rank : {0, 1})
+      if (std::string pid = file_text(out + "/rank" + std::to_string(rank) + ".pid"); !pid.empty())
+        ranks.push_back(static_cast<pid_t>(std::stol(pid)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(ranks.size(), 2u) << file_text(out + "/launcher.log");
+  ::kill(launcher, SIGKILL);
+  ::waitpid(launcher, nullptr, 0);
+  for (pid_t rank : ranks) EXPECT_TRUE(exits_within(rank, std::chrono::seconds(20))) << "rank pid " << rank;
+  for (int rank : {0, 1}) {
+    std::string result = file_text(out + "/rank" + std::to_string(rank) + ".result");
+    EXPECT_NE(result.find("error peer unreachable"), std::string::npos) << rank << ": " << result;
+    EXPECT_NE(result.find("lost the PMIx server"), std::string::npos) << rank << ": " << result;
+  }
+  for (pid_t rank : ranks) ::kill(rank, SIGKILL);  // a rank that outlived the check
+  std::filesystem::remove_all(out);
 }
 
 TEST(MessagingMpirunTest, SizesAndOrderingUnderOpenMpi) {
