@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "launch/rank_process.hpp"
+#include "transport/ofi/shm_regions.hpp"
 #include "runtime/base/config.hpp"
 #include "runtime/base/log.hpp"
 
@@ -130,6 +131,7 @@ void Job::reap_children() {
 void Job::on_rank_ended(int rank, int wait_status) {
   Rank& ended = ranks_[static_cast<std::size_t>(rank)];
   ended.running = false;
+  (void)transport::ofi::remove_shm_regions_of(ended.pid);  // left when killed or ended by _exit
   if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) return;
   std::string text = fmt::format("rank {} (pid {}) {}", rank, ended.pid, describe_wait_status(wait_status));
   if (stopping_) {

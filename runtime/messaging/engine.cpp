@@ -159,22 +159,20 @@ void Engine::wait_for_peers_to_finish() noexcept {
 // Called from the PMIx event thread.
 void Engine::note_death(int peer, std::string_view why) noexcept {
   if (peer == PeerHealth::kEveryPeer) return note_server_lost(why);
-  if (peer < 0 || peer >= size_ || dead_[static_cast<std::size_t>(peer)]->load()) return;
-  record_failure_reason(peer, fmt::format("rank {} died ({})", peer, why));
-  if (dead_[static_cast<std::size_t>(peer)]->exchange(true)) return;
-  deaths_.fetch_add(1);
-  log::warn("runtime", "rank {} died ({}); requests to and from it fail", peer, why);
+  if (mark_dead(peer, fmt::format("rank {} died ({})", peer, why)))
+    log::warn("runtime", "rank {} died ({}); requests to and from it fail", peer, why);
 }
 
 // The PMIx server is gone (PeerHealth logged it): every other rank counts as dead, so
 // waits fail with that reason instead of live ranks waiting on each other for ever.
 void Engine::note_server_lost(std::string_view why) noexcept {
-  for (int other = 0; other < size_; ++other) {
-    if (other == rank_ || dead_[static_cast<std::size_t>(other)]->load()) continue;
-    record_failure_reason(other, std::string(why));
-    dead_[static_cast<std::size_t>(other)]->store(true);
+  try {
+    std::lock_guard lock(failure_reasons_mutex_);
+    if (server_lost_reason_.empty()) server_lost_reason_ = why;
+  } catch (...) {
   }
-  deaths_.fetch_add(1);
+  for (int other = 0; other < size_; ++other)
+    if (other != rank_) (void)mark_dead(other, {});
 }
 
 Expected<transport::PeerIndex> Engine::resolve(int peer_rank) {
@@ -364,8 +362,7 @@ Status Engine::refuse_failed(const RequestSlot* slot, Errc error) noexcept {
   if (error == Errc::peer_unreachable && slot->peer >= 0) {
     return refuse(error, fmt::format("{} with rank {} failed: {}", slot->kind == RequestKind::send ? "send" : "receive",
                                      slot->peer, failure_reason(slot->peer)),
-                  "check that rank's host and the network to it; if it computes for longer than "
-                  "TETHER_PEER_TIMEOUT without calling the runtime, raise it or set TETHER_PROGRESS_THREAD=on");
+                  failure_remedy(slot->peer));
   }
   return refuse(error, fmt::format("request failed: {}", errc_name(error)),
                 error == Errc::truncated ? "post a receive buffer as large as the message" : "see the log for the peer");

@@ -264,6 +264,8 @@ class Engine {
   void note_unreachable(int peer, std::string why) noexcept;
   void record_failure_reason(int peer, std::string why) noexcept;
   [[nodiscard]] std::string failure_reason(int peer) const;
+  [[nodiscard]] std::string failure_remedy(int peer) const;
+  bool mark_dead(int peer, std::string reason) noexcept;
   [[nodiscard]] std::string describe_peer(int peer) const;
 
   // Sending (engine_send.cpp).
@@ -426,6 +428,7 @@ class Engine {
   std::uint32_t passes_since_liveness_check_ = 0;
   mutable std::mutex failure_reasons_mutex_;  // note_death comes from the PMIx event thread
   std::vector<std::string> failure_reasons_;  // why a rank counts as dead, by rank
+  std::string server_lost_reason_;  // set once the PMIx server is gone; under failure_reasons_mutex_
 
   std::size_t bounces_in_flight_ = 0;  // posted sends whose completion has not come back
   // Written under the progress lock only: one writer, so no locked add (count_one).

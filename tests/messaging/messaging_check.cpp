@@ -664,15 +664,14 @@ void chunk_mismatch(Runtime& runtime) {
   tether::pinned_free(buffer);
 }
 
-// Run by MessagingFailureTest.KilledLauncherEndsTheRanksWaits: each rank writes its pid to
-// $TETHER_TEST_OUT/rank<r>.pid, then waits for a message nobody sends. The test SIGKILLs
+// Run by MessagingFailureTest.KilledLauncherEndsTheRanksWaits, with a directory `out`: each
+// rank writes its pid to out/rank<r>.pid, then waits for a message nobody sends. The test SIGKILLs
 // tether-run, the PMIx server: the wait must fail with peer_unreachable naming the lost
-// server. The rank writes what the wait returned to $TETHER_TEST_OUT/rank<r>.result and
+// server. The rank writes what the wait returned to out/rank<r>.result and
 // exits (no closing barrier: there is no server).
-void launcher_lost(Runtime& runtime) {
+void launcher_lost(Runtime& runtime, const char* out) {
   std::signal(SIGPIPE, SIG_IGN);  // its output pipes lead to the dead launcher
-  const char* out = std::getenv("TETHER_TEST_OUT");
-  CHECK(out != nullptr && runtime.size() == 2, "launcher-lost needs TETHER_TEST_OUT and 2 ranks");
+  CHECK(out != nullptr && runtime.size() == 2, "launcher-lost needs a directory argument and 2 ranks");
   auto write_file = [&](const char* suffix, const std::string& text) {
     std::string path = fmt::format("{}/rank{}.{}", out, runtime.rank(), suffix);
     std::string partial = path + ".partial";
@@ -758,7 +757,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fputs("usage: tether-messaging-check sizes|sizes-pool|ordering|sends-at-start|read-in-place|wildcards|\n"
                "       truncation|many|bad-input|peer-death|silent-sender|write-failure|chunk-mismatch|\n"
-               "       launcher-lost|pressure|memlock-refused|threads|libfabric-mapped\n",
+               "       launcher-lost DIR|pressure|memlock-refused|threads|libfabric-mapped\n",
                stderr);
     return 2;
   }
@@ -770,7 +769,7 @@ int main(int argc, char** argv) {
       {"waited-in-place", waited_in_place},
       {"wildcards", wildcards}, {"truncation", truncation}, {"many", many},
       {"bad-input", bad_input}, {"peer-death", peer_death}, {"silent-sender", silent_sender},
-      {"write-failure", write_failure}, {"chunk-mismatch", chunk_mismatch}, {"launcher-lost", launcher_lost},
+      {"write-failure", write_failure}, {"chunk-mismatch", chunk_mismatch}, {"launcher-lost", [&](Runtime& r) { launcher_lost(r, argc > 2 ? argv[2] : nullptr); }},
       {"pressure", pressure},
       {"memlock-refused", memlock_refused}, {"threads", threads}, {"libfabric-mapped", libfabric_mapped}};
   auto found = scenarios.find(scenario);

@@ -413,8 +413,8 @@ TEST(MessagingFailureTest, KilledLauncherEndsTheRanksWaits) {
   char directory[] = "/tmp/tether-launcher-lost.XXXXXX";
   ASSERT_NE(::mkdtemp(directory), nullptr);
   const std::string out = directory;
-  pid_t launcher = spawn_logged({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", MESSAGING_CHECK_PATH, "launcher-lost"},
-                                {"TETHER_TEST_OUT=" + out}, out + "/launcher.log");
+  pid_t launcher = spawn_logged({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", MESSAGING_CHECK_PATH, "launcher-lost", out},
+                                {}, out + "/launcher.log");
   ASSERT_GT(launcher, 0);
   std::vector<pid_t> ranks;
   for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -433,6 +433,7 @@ TEST(MessagingFailureTest, KilledLauncherEndsTheRanksWaits) {
     std::string result = file_text(out + "/rank" + std::to_string(rank) + ".result");
     EXPECT_NE(result.find("error peer unreachable"), std::string::npos) << rank << ": " << result;
     EXPECT_NE(result.find("lost the PMIx server"), std::string::npos) << rank << ": " << result;
+    EXPECT_NE(result.find("start the job again"), std::string::npos) << rank << ": " << result;
   }
   for (pid_t rank : ranks) ::kill(rank, SIGKILL);  // a rank that outlived the check
   std::filesystem::remove_all(out);

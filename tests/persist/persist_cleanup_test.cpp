@@ -1,5 +1,4 @@
-// Crashes and interruptions of jobs on tether's own shared-memory transport leave nothing
-// in /dev/shm. Serial (RUN_SERIAL): libfabric's shm provider, used by other suites, adds
+// Crashes and interruptions of jobs leave nothing in /dev/shm. Serial (RUN_SERIAL): libfabric's shm provider, used by other suites, adds
 // and removes names there while it runs.
 #include <signal.h>
 #include <unistd.h>
@@ -34,6 +33,18 @@ TEST(PersistCleanupTest, KilledRankFailsTheChannelAndLeavesNothingBehind) {
   EXPECT_NE(outcome.exit_code, 0) << outcome.output;
   EXPECT_NE(outcome.output.find("rank 0 saw its channel fail"), std::string::npos) << outcome.output;
   EXPECT_NE(outcome.output.find("signal 9"), std::string::npos) << outcome.output;
+  EXPECT_EQ(dev_shm_names(), before) << "names left in /dev/shm";
+}
+
+// On libfabric's shm provider each rank's endpoint has a region in /dev/shm that only
+// closing the endpoint removes: tether-run removes the regions of ranks that were killed
+// or ended with _exit (both do here) when it reaps them.
+TEST(PersistCleanupTest, KilledRankOnLibfabricShmLeavesNoRegion) {
+  auto before = dev_shm_names();
+  auto outcome = tether::testing::run({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "killed"},
+                                      {"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=ofi"}, 90s);
+  EXPECT_NE(outcome.exit_code, 0) << outcome.output;
+  EXPECT_NE(outcome.output.find("rank 0 saw its channel fail"), std::string::npos) << outcome.output;
   EXPECT_EQ(dev_shm_names(), before) << "names left in /dev/shm";
 }
 

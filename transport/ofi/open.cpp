@@ -2,7 +2,6 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,28 +12,17 @@
 
 #include "runtime/base/log.hpp"
 #include "transport/ofi/ofi_transport.hpp"
+#include "transport/ofi/shm_regions.hpp"
 
 namespace tether::transport::ofi {
 namespace {
 
-// libfabric's shm provider names its region /dev/shm/<pid>:<n>:<n> and fails fi_enable
-// with EBUSY when one exists: left by a killed process whose pid this one reuses. Before
-// this process's first endpoint, any region under its own pid is such a leftover.
+// A region under this process's own pid is a leftover of a killed process whose pid this
+// one reuses: libfabric's shm would fail fi_enable with EBUSY on it.
 void remove_stale_shm_regions_once() noexcept {
   static std::once_flag once;
-  std::call_once(once, [] {
-    std::string prefix = std::to_string(::getpid()) + ":";
-    DIR* directory = ::opendir("/dev/shm");
-    if (directory == nullptr) return;
-    while (dirent* entry = ::readdir(directory)) {
-      if (std::strncmp(entry->d_name, prefix.c_str(), prefix.size()) != 0) continue;
-      log::info("transport", "removing /dev/shm/{} left by an earlier process with pid {}", entry->d_name, ::getpid());
-      ::unlinkat(::dirfd(directory), entry->d_name, 0);
-    }
-    ::closedir(directory);
-  });
+  std::call_once(once, [] { (void)remove_shm_regions_of(::getpid()); });
 }
-
 
 constexpr std::uint64_t kMrModesHandled =
     FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
