@@ -83,7 +83,7 @@ Status ChannelRegistry::post_message(ChannelState& channel, std::uint64_t sequen
   Status status = transport.send(channel.transport_peer, message, messaging::kChannelHeaderBytes + length,
                                  channel.descriptor, operation_context(channel.id, false, buffer));
   if (status == Status::error)
-    return fail_channel(channel, transport.last_error().code, transport.last_error().cause, transport.last_error().remedy);
+    return fail_channel_and_tell_peer(channel, transport.last_error().code, transport.last_error().cause, transport.last_error().remedy);
   if (status == Status::retry) return status;
   if (channel.ordered_landing) take_slot(channel, sequence, slot);
   if (owing != nullptr) {
@@ -151,6 +151,7 @@ ChannelState* ChannelRegistry::channel_of_message(int source, std::uint64_t bits
 
 void ChannelRegistry::take_message_credits(int source, std::uint64_t bits) noexcept {
   Notification notification = decode_notification(bits);
+  if (notification.slot == kFailureSlot) return on_peer_side_failed(source, bits);
   if (notification.slot != kCreditSlot) return reject("a credit word that names a slot", bits);
   if (ChannelState* channel = channel_of_message(source, bits)) take_credit(*channel, notification.value);
 }

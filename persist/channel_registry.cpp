@@ -43,6 +43,8 @@ ChannelRegistry::ChannelRegistry(messaging::Engine& engine)
   inline_max_ = static_cast<std::uint32_t>(std::min<std::size_t>(config.size_bytes("TETHER_CHANNEL_INLINE_MAX"), room));
   l2_bytes_ = transport::shm::l2_cache_bytes();
   split_from_ = config.size_bytes("TETHER_CHANNEL_SPLIT_COPY");
+  inject_write_failure_ =
+      static_cast<std::uint64_t>(std::max<std::int64_t>(0, config.integer("TETHER_INJECT_CHANNEL_WRITE_FAILURE")));
 }
 
 ChannelRegistry::~ChannelRegistry() {
@@ -109,6 +111,42 @@ Status ChannelRegistry::fail_channel(ChannelState& channel, Errc code, std::stri
   return failed(channel);
 }
 
+Status ChannelRegistry::fail_channel_and_tell_peer(ChannelState& channel, Errc code, std::string cause,
+                                                   std::string remedy) noexcept {
+  const bool already_failed = channel.phase == Phase::failed;
+  Status status = fail_channel(channel, code, std::move(cause), std::move(remedy));
+  if (already_failed || channel.self || channel.peer_channel_id == 0 || engine_.peer_dead(channel.shape.peer))
+    return status;
+  if (!engine_.send_channel_word(channel.shape.peer,
+                                 encode({channel.peer_channel_id, kFailureSlot, static_cast<std::uint32_t>(code)})))
+    log::warn("persist", "rank {} was not told that its {} channel's peer failed", channel.shape.peer,
+              role_name(channel.role == Role::send ? Role::receive : Role::send));
+  return status;
+}
+
+// The peer's side of a channel failed and said so: this side fails with its code.
+void ChannelRegistry::on_peer_side_failed(int source, std::uint64_t bits) noexcept {
+  ChannelState* channel = channel_of_message(source, bits);
+  if (channel == nullptr) return;  // closed since (counted), or rejected
+  Notification notification = decode_notification(bits);
+  if (!is_error_code(notification.value)) return reject("a failure notice without a known error code", bits);
+  auto code = static_cast<Errc>(notification.value);
+  (void)fail_channel(*channel, code,
+                     fmt::format("rank {}'s side of it failed ({}) and said so: what it was sending will not land",
+                                 source, errc_name(code)),
+                     fmt::format("rank {}'s log says why; close the channel on both ranks and create it again", source));
+}
+
+// TETHER_INJECT_CHANNEL_WRITE_FAILURE=N: this rank's N-th channel data write or message
+// fails at its post, once.
+bool ChannelRegistry::channel_write_failure_injected() noexcept {
+  if (inject_write_failure_ == 0 || write_failure_fired_ ||
+      stats_.data_writes + stats_.data_messages + 1 != inject_write_failure_)
+    return false;
+  write_failure_fired_ = true;
+  return true;
+}
+
 Status ChannelRegistry::failed(ChannelState& channel) noexcept {
   channel.last_error = channel.failure;
   return Status::error;
@@ -144,8 +182,8 @@ void ChannelRegistry::on_operation(const transport::Completion& completion) noex
   std::uint64_t piggyback = std::exchange(channel->send.buffer_piggyback[buffer], 0);
   if (failed && piggyback != 0) owe_again(static_cast<std::uint32_t>(piggyback >> 32), static_cast<std::uint32_t>(piggyback));
   if (failed)
-    (void)fail_channel(*channel, completion.error, fmt::format("a write failed: {}", completion.cause),
-                       "check that the peer is alive and its channel open");
+    (void)fail_channel_and_tell_peer(*channel, completion.error, fmt::format("a write failed: {}", completion.cause),
+                                     "check that the peer is alive and its channel open");
 }
 
 void ChannelRegistry::on_notification(const transport::Completion& completion) noexcept {

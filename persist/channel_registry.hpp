@@ -153,6 +153,11 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   void change_waiting(ChannelState& channel, bool waiting) noexcept;
   Status refuse(ChannelState& channel, Errc code, std::string cause, std::string remedy) noexcept;
   Status fail_channel(ChannelState& channel, Errc code, std::string cause, std::string remedy) noexcept;
+  // fail_channel, for a failure of this side's own write: the peer's side is told
+  // (kFailureSlot), since its sender stays alive and the engine would never fail it.
+  Status fail_channel_and_tell_peer(ChannelState& channel, Errc code, std::string cause, std::string remedy) noexcept;
+  void on_peer_side_failed(int source, std::uint64_t bits) noexcept;
+  bool channel_write_failure_injected() noexcept;
   Status failed(ChannelState& channel) noexcept;
   void reject(const char* why, std::uint64_t notification) noexcept;
 
@@ -170,6 +175,8 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   std::size_t streaming_from_ = transport::shm::streaming_copy_threshold();  // direct stores this large stream
   std::size_t l2_bytes_ = 0;                       // this CPU's L2 cache (1 MiB when unknown)
   std::size_t split_from_ = 0;                     // direct stores this large are split copies (0: none)
+  std::uint64_t inject_write_failure_ = 0;         // TETHER_INJECT_CHANNEL_WRITE_FAILURE (0: none)
+  bool write_failure_fired_ = false;
   std::chrono::nanoseconds connect_timeout_{};
   std::chrono::nanoseconds close_timeout_{};
   ChannelStats stats_;

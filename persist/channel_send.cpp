@@ -259,6 +259,10 @@ Status ChannelRegistry::ready_locked(ChannelState& channel, std::uint32_t partit
 Status ChannelRegistry::post_data_write(ChannelState& channel, std::uint64_t sequence, std::size_t offset,
                                         std::size_t length, std::uint32_t value) noexcept {
   if (channel.self) return copy_to_self(channel, sequence, offset, length, value);
+  if (channel_write_failure_injected())
+    return fail_channel_and_tell_peer(channel, Errc::transport,
+                                      "a write failed: injected by TETHER_INJECT_CHANNEL_WRITE_FAILURE",
+                                      "unset TETHER_INJECT_CHANNEL_WRITE_FAILURE (it is for tests)");
   if (channel.inline_max > 0 && length <= channel.inline_max && offset == 0) return post_message(channel, sequence, length, value);
   return_credits_ahead_of_write(channel.shape.peer);
   std::uint32_t slot = landing_slot_of(channel, sequence);
@@ -269,7 +273,7 @@ Status ChannelRegistry::post_data_write(ChannelState& channel, std::uint64_t seq
       slot * channel.shape.slot_bytes + offset, encode({channel.peer_channel_id, slot, value}),
       operation_context(channel.id, false, buffer));
   if (status == Status::error)
-    return fail_channel(channel, transport.last_error().code, transport.last_error().cause, transport.last_error().remedy);
+    return fail_channel_and_tell_peer(channel, transport.last_error().code, transport.last_error().cause, transport.last_error().remedy);
   if (status == Status::retry) return status;
   if (channel.ordered_landing) take_slot(channel, sequence, slot);
   ++channel.send.writes_in_flight;

@@ -96,6 +96,9 @@ constexpr Option kOptions[] = {
      "Fault injection, for tests: where TETHER_INJECT_WRITE_FAILURE's write fails: its post, or its completion "
      "(the write never reaches the peer; the ones after it are posted until the error comes back)",
      "post|completion"},
+    {"TETHER_INJECT_CHANNEL_WRITE_FAILURE", "0", Kind::integer,
+     "Fault injection, for tests: this rank's N-th persistent-channel data write or message (not shm-own's direct "
+     "stores) fails at its post as a transport error would; the channel fails and tells its peer's side (0: never)"},
     {"TETHER_RNDV_CHUNK", "2M", Kind::size, "Rendezvous transfers move in RMA operations of at most this size"},
     {"TETHER_PROGRESS_THREAD", "off", Kind::boolean, "Run a thread that drives progress continuously"},
     {"TETHER_YIELD", "auto", Kind::choice,

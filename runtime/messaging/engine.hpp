@@ -160,6 +160,11 @@ class Engine {
   void heard_from(int peer_rank) noexcept {
     if (peer_rank >= 0 && peer_rank < size_ && peer_rank != rank_) ++peers_[static_cast<std::size_t>(peer_rank)].heard_count;
   }
+  // Sends `peer_rank` a channel message with no payload carrying `word` (a channel
+  // notification) in its credits place, as an engine control message (a bounce buffer, in
+  // order behind this rank's other messages to it). false: it could not be posted (logged).
+  // Progress lock held.
+  [[nodiscard]] bool send_channel_word(int peer_rank, std::uint64_t word) noexcept;
   // Why `peer_rank` counts as dead: "rank 2 on host h3 is unreachable: ...".
   [[nodiscard]] std::string peer_failure(int peer_rank) const { return failure_reason(peer_rank); }
   [[nodiscard]] bool peer_dead(int peer_rank) const noexcept {

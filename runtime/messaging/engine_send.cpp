@@ -146,6 +146,15 @@ bool Engine::post_control(int peer_rank, const void* bytes, std::size_t length) 
   return true;
 }
 
+bool Engine::send_channel_word(int peer_rank, std::uint64_t word) noexcept {
+  std::byte message[kChannelHeaderBytes];
+  MessageHeader header = make_header(MessageKind::channel, rank_, 0, 0, 0);
+  ChannelCarry carry{0, word};
+  std::memcpy(message, &header, sizeof header);
+  std::memcpy(message + sizeof header, &carry, sizeof carry);
+  return post_control(peer_rank, message, sizeof message);
+}
+
 std::byte* Engine::copy_to_bounce(int peer_rank, const void* bytes, std::size_t length) noexcept {
   auto* bounce = static_cast<std::byte*>(pinned_alloc(length, 64));
   if (bounce == nullptr) {

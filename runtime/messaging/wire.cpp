@@ -39,15 +39,13 @@ Body read_body(std::span<const std::byte> bytes) {
   return body;
 }
 
-bool known_error(std::uint64_t code) { return code != 0 && code <= static_cast<std::uint64_t>(Errc::config); }
-
 // A refused CTS (the receiver cannot expose its buffer) carries nothing to write and its
 // error code in chunk_bytes; a refused FIN (a get or split receive failed after it
 // answered) carries its error code in the header's message_bytes.
 bool refusal_well_formed(const DecodedMessage& message) {
-  if (message.header.kind == MessageKind::fin) return known_error(message.header.message_bytes);
+  if (message.header.kind == MessageKind::fin) return is_error_code(message.header.message_bytes);
   return message.header.kind == MessageKind::cts && message.cts.bytes_to_write == 0 &&
-         known_error(message.cts.chunk_bytes);
+         is_error_code(message.cts.chunk_bytes);
 }
 
 Expected<void> check_body(const DecodedMessage& message) {
@@ -59,7 +57,7 @@ Expected<void> check_body(const DecodedMessage& message) {
     if (message.rts.source.length < message.header.message_bytes && protocol != RendezvousProtocol::put)
       return malformed("rts offers a source shorter than the message");
   }
-  if (message.header.kind == MessageKind::abort && !known_error(message.header.message_bytes))
+  if (message.header.kind == MessageKind::abort && !is_error_code(message.header.message_bytes))
     return malformed("an abort without a known error code");
   if (message.header.kind == MessageKind::channel) {
     const ChannelCarry& carry = message.channel;

@@ -139,6 +139,8 @@ std::vector<tether::hostile::RawMessage> hostile_channel_messages() {
       message(kHostile, {0, encode({kSendChannelId, 0, 1})}, 0),            // a credit word that names a slot
       message(kHostile, {encode({kReceiveChannelId, persist::kCreditSlot, 1}), 0}, 0),  // data in the credit slot
       message(kReceiver, {encode({kReceiveChannelId, 0, 8}), 0}, 8),        // another rank than the channel's peer
+      message(kHostile, {0, encode({kReceiveChannelId, persist::kFailureSlot, 0})}, 0),  // a failure without a code
+      message(kHostile, {0, encode({kReceiveChannelId, persist::kFailureSlot, 999})}, 0),  // an unknown code
   };
 }
 

@@ -807,6 +807,67 @@ void peer_death(Runtime& runtime) {
   ::_exit(tether::testing::rank_checks_passed() ? 0 : 1);  // the job is failing anyway; skip the barrier
 }
 
+// Run with TETHER_INJECT_CHANNEL_WRITE_FAILURE=3 on a transport whose channel messages
+// are posted (not shm-own's direct stores): rank 0's third message fails at its post. Rank
+// 1, which took the first two, must see its channel fail with rank 0's code instead of
+// waiting for ever (rank 0 is alive and answers probes). Then both ranks still exchange
+// messages and a new pair of channels, checksummed.
+void write_failure(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  const int peer = 1 - runtime.rank();
+  ChannelShape shape{.peer = peer, .tag = 37, .slot_bytes = 4096, .slots = 2};
+  int token = 0;
+  if (runtime.rank() == 0) {
+    SendChannel out = connected_send(runtime, shape);
+    for (std::uint64_t i = 0; i < 2; ++i) {
+      fill(out.buffer().first(shape.slot_bytes), 0, i);
+      CHECK(start_when_possible(out, shape.slot_bytes) != Status::error, "start {}: {}", i, out.last_error().message());
+      CHECK(out.wait() == Status::done, "wait {}: {}", i, out.last_error().message());
+    }
+    tether::Request go_ahead;
+    CHECK(runtime.irecv(&token, sizeof token, peer, 5, go_ahead) != Status::error && runtime.wait(go_ahead) == Status::done,
+          "the receiver's go-ahead");
+    Status status = start_when_possible(out, shape.slot_bytes);
+    CHECK(status == Status::error && out.last_error().code == tether::Errc::transport &&
+              out.last_error().message().find("TETHER_INJECT_CHANNEL_WRITE_FAILURE") != std::string::npos,
+          "the injected failure: status {} {}", static_cast<int>(status), out.last_error().message());
+  } else {
+    ReceiveChannel in = connected_receive(runtime, shape);
+    for (std::uint64_t i = 0; i < 2; ++i) {
+      Bytes message;
+      CHECK(in.wait(message) == Status::done && message.size() == shape.slot_bytes && matches(message, 0, i),
+            "message {}: {}", i, in.last_error().message());
+      CHECK(in.release() == Status::done, "release {}", i);
+    }
+    tether::Request go_ahead;
+    CHECK(runtime.isend(&token, sizeof token, peer, 5, go_ahead) != Status::error && runtime.wait(go_ahead) == Status::done,
+          "go-ahead");
+    Bytes message;
+    Status status = in.wait(message);
+    CHECK(status == Status::error && in.last_error().code == tether::Errc::transport &&
+              in.last_error().message().find("rank 0's side of it failed") != std::string::npos,
+          "status {}: {}", static_cast<int>(status), in.last_error().message());
+    fmt::print("rank 1 saw its channel fail: {}\n", in.last_error().message());
+  }
+  std::vector<std::byte> mine(10000), theirs(10000);
+  fill(mine, static_cast<std::uint64_t>(runtime.rank()), 7);
+  tether::Request send, receive;
+  CHECK(runtime.irecv(theirs.data(), theirs.size(), peer, 6, receive) != Status::error, "irecv");
+  CHECK(runtime.isend(mine.data(), mine.size(), peer, 6, send) != Status::error, "isend");
+  CHECK(runtime.wait(send) == Status::done && runtime.wait(receive) == Status::done, "the exchange after");
+  CHECK(matches(theirs, static_cast<std::uint64_t>(peer), 7), "the message after the failure");
+  ChannelShape fresh{.peer = peer, .tag = 38, .slot_bytes = 4096, .slots = 2};
+  ReceiveChannel in = make_receive(runtime, fresh);
+  SendChannel out = make_send(runtime, fresh);
+  connect(out, in);
+  fill(out.buffer().first(fresh.slot_bytes), static_cast<std::uint64_t>(runtime.rank()), 8);
+  CHECK(start_when_possible(out, fresh.slot_bytes) != Status::error, "a new channel: {}", out.last_error().message());
+  Bytes message;
+  CHECK(in.wait(message) == Status::done && matches(message, static_cast<std::uint64_t>(peer), 8),
+        "a new channel's message: {}", in.last_error().message());
+  CHECK(in.release() == Status::done && out.wait() == Status::done, "the new channels");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -817,7 +878,7 @@ int main(int argc, char** argv) {
       {"partitioned", partitioned}, {"many", many},   {"no-overhead", no_overhead},
       {"user-buffers", user_buffers}, {"self", self}, {"mismatch", mismatch},
       {"bad-input", bad_input}, {"close-in-flight", close_in_flight}, {"fan-in", fan_in},
-      {"killed", killed}, {"peer-death", peer_death}, {"held-slots", held_slots}, {"warm-slot", warm_slot},
+      {"killed", killed}, {"peer-death", peer_death}, {"write-failure", write_failure}, {"held-slots", held_slots}, {"warm-slot", warm_slot},
       {"warm-large-slot", warm_large_slot}, {"send-buffers", send_buffers}, {"held-large-slots", held_large_slots},
       {"user-slots", user_slots}};
   auto found = argc >= 2 ? scenarios.find(argv[1]) : scenarios.end();

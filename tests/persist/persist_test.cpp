@@ -248,6 +248,20 @@ TEST(PersistFailureTest, DeadPeerFailsTheChannelAndTheLauncherNamesIt) {
   }
 }
 
+// A channel write that fails at its post (injected) fails the sender's channel and, told
+// by the sender, the receiver's, instead of leaving the receiver waiting on a live peer.
+TEST(PersistFailureTest, FailedWriteFailsBothSides) {
+  for (std::string transport : {"tcp", "ownrma", "ofitcp", "ofishm"}) {
+    auto environment = transport_environment(transport);
+    environment.push_back("TETHER_INJECT_CHANNEL_WRITE_FAILURE=3");
+    auto outcome = tether::testing::run(
+        {TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "write-failure"}, environment, 90s);
+    expect_every_rank_passed(outcome, {"write-failure", 2, transport, ""});
+    EXPECT_NE(outcome.output.find("rank 1 saw its channel fail"), std::string::npos) << transport << "\n"
+                                                                                      << outcome.output;
+  }
+}
+
 TEST(PersistMpirunTest, IntegrityAndManyUnderOpenMpi) {
   if (std::string(MPIRUN_PATH).empty() || ::access(MPIRUN_PATH, X_OK) != 0) GTEST_SKIP() << "mpirun not found";
   tether::testing::PrivateOmpiSession session;

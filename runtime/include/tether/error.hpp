@@ -29,6 +29,11 @@ enum class Errc : std::uint16_t {
 
 std::string_view errc_name(Errc code) noexcept;
 
+// Whether a code read off the wire names an error: not ok, and not beyond the last one.
+[[nodiscard]] constexpr bool is_error_code(std::uint64_t code) noexcept {
+  return code != 0 && code <= static_cast<std::uint64_t>(Errc::config);
+}
+
 // A set-up path error: what happened, why, and what the user can do about it.
 struct Error {
   Errc code = Errc::ok;
