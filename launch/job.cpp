@@ -119,19 +119,24 @@ void Job::on_aborts() {
   }
 }
 
+// Each ended child is looked at first (WNOWAIT): while it is a zombie its pid cannot be
+// given to another process, so the shm regions named after it are its own to remove.
 void Job::reap_children() {
-  int wait_status = 0;
-  pid_t pid = 0;
-  while ((pid = waitpid(-1, &wait_status, WNOHANG)) > 0) {
+  siginfo_t ended{};
+  while (waitid(P_ALL, 0, &ended, WEXITED | WNOHANG | WNOWAIT) == 0 && ended.si_pid != 0) {
+    pid_t pid = ended.si_pid;
     auto found = std::find_if(ranks_.begin(), ranks_.end(), [pid](const Rank& r) { return r.pid == pid; });
+    if (found != ranks_.end()) (void)transport::ofi::remove_shm_regions_of(pid);  // left if killed or _exit-ed
+    int wait_status = 0;
+    if (waitpid(pid, &wait_status, 0) != pid) return;
     if (found != ranks_.end()) on_rank_ended(static_cast<int>(found - ranks_.begin()), wait_status);
+    ended = siginfo_t{};
   }
 }
 
 void Job::on_rank_ended(int rank, int wait_status) {
   Rank& ended = ranks_[static_cast<std::size_t>(rank)];
   ended.running = false;
-  (void)transport::ofi::remove_shm_regions_of(ended.pid);  // left when killed or ended by _exit
   if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) return;
   std::string text = fmt::format("rank {} (pid {}) {}", rank, ended.pid, describe_wait_status(wait_status));
   if (stopping_) {

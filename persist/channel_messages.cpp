@@ -14,13 +14,7 @@
 namespace tether::persist {
 namespace {
 
-// Writes a channel message's header (messaging::kChannelHeaderBytes) at `message`.
-void write_header(std::byte* message, int rank, int tag, std::size_t payload_bytes,
-                  const messaging::ChannelCarry& carry) noexcept {
-  auto header = messaging::make_header(messaging::MessageKind::channel, rank, tag, 0, payload_bytes);
-  std::memcpy(message, &header, sizeof(header));
-  std::memcpy(message + sizeof(header), &carry, sizeof(carry));
-}
+using messaging::write_channel_header;
 
 // A receive channel to `rank` whose credits wait for a message to carry them.
 bool owes_credits_by_message(const ChannelState& channel, int rank) noexcept {
@@ -78,7 +72,7 @@ Status ChannelRegistry::post_message(ChannelState& channel, std::uint64_t sequen
   messaging::ChannelCarry carry{encode({channel.peer_channel_id, slot, value}),
                                 owing == nullptr ? 0 : encode({owing->peer_channel_id, kCreditSlot, credits})};
   std::byte* message = channel.buffer_at(buffer) - messaging::kChannelHeaderBytes;
-  write_header(message, engine_.rank(), channel.shape.tag, length, carry);
+  write_channel_header(message, engine_.rank(), channel.shape.tag, length, carry);
   transport::Transport& transport = engine_.transport();
   Status status = transport.send(channel.transport_peer, message, messaging::kChannelHeaderBytes + length,
                                  channel.descriptor, operation_context(channel.id, false, buffer));
@@ -105,15 +99,15 @@ void ChannelRegistry::send_credit_message(ChannelState& channel) noexcept {
   auto credits = static_cast<std::uint32_t>(receive.unreported);
   messaging::ChannelCarry carry{0, encode({channel.peer_channel_id, kCreditSlot, credits})};
   auto* message = reinterpret_cast<std::byte*>(channel.credit_word);
-  write_header(message, engine_.rank(), channel.shape.tag, 0, carry);
+  write_channel_header(message, engine_.rank(), channel.shape.tag, 0, carry);
   transport::Transport& transport = engine_.transport();
   Status status = transport.send(channel.transport_peer, message, messaging::kChannelHeaderBytes, nullptr,
                                  operation_context(channel.id, true, 0));
   if (status == Status::retry) return owe_credits(channel);
   if (status == Status::error) {
-    (void)fail_channel(channel, transport.last_error().code,
-                       fmt::format("a credit message failed: {}", transport.last_error().cause),
-                       "check that the peer is alive");
+    (void)fail_channel_and_tell_peer(channel, transport.last_error().code,
+                                     fmt::format("a credit message failed: {}", transport.last_error().cause),
+                                     "check that the peer is alive");
     return;
   }
   receive.credit_message_busy = status == Status::posted;

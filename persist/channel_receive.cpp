@@ -81,7 +81,7 @@ void ChannelRegistry::take_credit(ChannelState& channel, std::uint32_t credits) 
 Status ChannelRegistry::test_received(ChannelState& channel, std::span<const std::byte>& message) noexcept {
   // Messages may land before this side saw the peer's hello; they are handed out after
   // it, when credits know where to go.
-  if (channel.phase != Phase::ready) {
+  if (channel.phase != Phase::ready && channel.phase != Phase::failed) {
     Status connected = test_connected(channel);
     if (connected != Status::done) return connected;
   }
@@ -113,7 +113,7 @@ Status ChannelRegistry::wait_received(ChannelState& channel, std::span<const std
 Status ChannelRegistry::take_landed(ChannelState& channel, std::span<const std::byte>& message) noexcept {
   std::lock_guard lock(engine_.progress_mutex());
   ReceiveProgress& receive = channel.receive;
-  if (channel.phase == Phase::failed) return failed(channel);
+  if (channel.phase == Phase::failed) return take_landed_before_failure(channel, message);
   if (receive.delivered - receive.released >= channel.shape.slots)
     return refuse(channel, Errc::limit_exceeded,
                   fmt::format("all {} slots hold messages not released", channel.shape.slots),
@@ -131,6 +131,18 @@ Status ChannelRegistry::take_landed(ChannelState& channel, std::span<const std::
     if (channel.inline_max > 0 && receive.unreported > 0) return_credits(channel);
     return Status::posted;
   }
+  message = {channel.buffer_at(receive.landing_slot[position]), receive.landed_bytes[position]};
+  ++receive.delivered;
+  return Status::done;
+}
+
+// A failed channel still hands out the messages that landed whole before it failed (a
+// peer's failure notice comes after its writes in flight are done), then its failure.
+Status ChannelRegistry::take_landed_before_failure(ChannelState& channel, std::span<const std::byte>& message) noexcept {
+  ReceiveProgress& receive = channel.receive;
+  auto position = channel.position_of(receive.delivered);
+  if (receive.delivered - receive.released >= channel.shape.slots || receive.complete[position] == 0)
+    return failed(channel);
   message = {channel.buffer_at(receive.landing_slot[position]), receive.landed_bytes[position]};
   ++receive.delivered;
   return Status::done;
@@ -168,11 +180,10 @@ void ChannelRegistry::check_flag(ChannelState& channel, std::uint32_t position) 
                                                                                     : LineContent::slot);
   if (refusal == nullptr && split) refusal = split_refusal(channel, position, length);
   if (refusal != nullptr) {
-    (void)fail_channel(channel, Errc::invalid_argument,
-                       fmt::format("the flag of message {} names slot {} and {} bytes: {}", receive.delivered, slot,
-                                   length, refusal),
-                       "the peer's memory or tether build is broken; run the same tether on every rank and recreate "
-                       "the channel");
+    (void)fail_channel_and_tell_peer(
+        channel, Errc::invalid_argument,
+        fmt::format("the flag of message {} names slot {} and {} bytes: {}", receive.delivered, slot, length, refusal),
+        "the peer's memory or tether build is broken; run the same tether on every rank and recreate the channel");
     return;
   }
   if (split && !join_split(channel, position, slot, length)) return;
@@ -293,8 +304,8 @@ void ChannelRegistry::return_credits(ChannelState& channel) noexcept {
   if (status == Status::retry) return owe_credits(channel);
   if (status == Status::error) {
     const Error& error = engine_.transport().last_error();
-    (void)fail_channel(channel, error.code, fmt::format("a credit write failed: {}", error.cause),
-                       "check that the peer is alive");
+    (void)fail_channel_and_tell_peer(channel, error.code, fmt::format("a credit write failed: {}", error.cause),
+                                     "check that the peer is alive");
     return;
   }
   ++stats_.credit_writes;

@@ -45,6 +45,7 @@ ChannelRegistry::ChannelRegistry(messaging::Engine& engine)
   split_from_ = config.size_bytes("TETHER_CHANNEL_SPLIT_COPY");
   inject_write_failure_ =
       static_cast<std::uint64_t>(std::max<std::int64_t>(0, config.integer("TETHER_INJECT_CHANNEL_WRITE_FAILURE")));
+  inject_at_completion_ = config.choice("TETHER_INJECT_CHANNEL_WRITE_FAILURE_AT") == "completion";
 }
 
 ChannelRegistry::~ChannelRegistry() {
@@ -115,13 +116,22 @@ Status ChannelRegistry::fail_channel_and_tell_peer(ChannelState& channel, Errc c
                                                    std::string remedy) noexcept {
   const bool already_failed = channel.phase == Phase::failed;
   Status status = fail_channel(channel, code, std::move(cause), std::move(remedy));
-  if (already_failed || channel.self || channel.peer_channel_id == 0 || engine_.peer_dead(channel.shape.peer))
-    return status;
+  // A peer the error calls unreachable would not hear it.
+  if (already_failed || code == Errc::peer_unreachable || code == Errc::timeout) return status;
+  channel.failure_notice = code == Errc::ok ? Errc::transport : code;
+  send_failure_notice_when_due(channel);
+  return status;
+}
+
+// Once this side's writes in flight are done, so the notice cannot overtake them.
+void ChannelRegistry::send_failure_notice_when_due(ChannelState& channel) noexcept {
+  if (channel.failure_notice == Errc::ok || channel.send.writes_in_flight > 0) return;
+  Errc code = std::exchange(channel.failure_notice, Errc::ok);
+  if (channel.self || channel.peer_channel_id == 0 || engine_.peer_dead(channel.shape.peer)) return;
   if (!engine_.send_channel_word(channel.shape.peer,
                                  encode({channel.peer_channel_id, kFailureSlot, static_cast<std::uint32_t>(code)})))
     log::warn("persist", "rank {} was not told that its {} channel's peer failed", channel.shape.peer,
               role_name(channel.role == Role::send ? Role::receive : Role::send));
-  return status;
 }
 
 // The peer's side of a channel failed and said so: this side fails with its code.
@@ -129,7 +139,7 @@ void ChannelRegistry::on_peer_side_failed(int source, std::uint64_t bits) noexce
   ChannelState* channel = channel_of_message(source, bits);
   if (channel == nullptr) return;  // closed since (counted), or rejected
   Notification notification = decode_notification(bits);
-  if (!is_error_code(notification.value)) return reject("a failure notice without a known error code", bits);
+  if (!messaging::is_error_code(notification.value)) return reject("a failure notice without a known error code", bits);
   auto code = static_cast<Errc>(notification.value);
   (void)fail_channel(*channel, code,
                      fmt::format("rank {}'s side of it failed ({}) and said so: what it was sending will not land",
@@ -137,14 +147,36 @@ void ChannelRegistry::on_peer_side_failed(int source, std::uint64_t bits) noexce
                      fmt::format("rank {}'s log says why; close the channel on both ranks and create it again", source));
 }
 
-// TETHER_INJECT_CHANNEL_WRITE_FAILURE=N: this rank's N-th channel data write or message
-// fails at its post, once.
+// TETHER_INJECT_CHANNEL_WRITE_FAILURE=N: this rank's N-th data write or message to a peer
+// (not a direct store, not a copy to self) fails, once.
 bool ChannelRegistry::channel_write_failure_injected() noexcept {
-  if (inject_write_failure_ == 0 || write_failure_fired_ ||
-      stats_.data_writes + stats_.data_messages + 1 != inject_write_failure_)
+  if (inject_write_failure_ == 0 || write_failure_fired_ || remote_data_posts_ + 1 != inject_write_failure_)
     return false;
   write_failure_fired_ = true;
   return true;
+}
+
+// At its post, the start fails; at its completion (TETHER_INJECT_CHANNEL_WRITE_FAILURE_AT),
+// the write is taken as posted, never reaches the peer, and completes with the error at
+// the next progress pass.
+Status ChannelRegistry::inject_write_failure(ChannelState& channel, std::uint64_t sequence) noexcept {
+  constexpr const char* kRemedy = "unset TETHER_INJECT_CHANNEL_WRITE_FAILURE (it is for tests)";
+  if (!inject_at_completion_)
+    return fail_channel_and_tell_peer(channel, Errc::transport,
+                                      "a write failed: injected by TETHER_INJECT_CHANNEL_WRITE_FAILURE", kRemedy);
+  std::uint32_t buffer = channel.buffer_of(sequence);
+  transport::Completion failed;
+  failed.kind = transport::CompletionKind::error;
+  failed.failed_kind = transport::CompletionKind::write_done;
+  failed.error = Errc::transport;
+  failed.peer = channel.transport_peer;
+  failed.context = operation_context(channel.id, false, buffer);
+  failed.cause = "injected by TETHER_INJECT_CHANNEL_WRITE_FAILURE_AT=completion";
+  engine_.complete_at_next_pass(failed);
+  if (channel.ordered_landing) take_slot(channel, sequence, landing_slot_of(channel, sequence));
+  ++channel.send.writes_in_flight;
+  ++channel.send.buffer_writes[buffer];
+  return Status::posted;
 }
 
 Status ChannelRegistry::failed(ChannelState& channel) noexcept {
@@ -161,7 +193,7 @@ void ChannelRegistry::on_peer_death(int rank) noexcept {
   for (auto& channel : channels_)
     if (!channel->closed && channel->shape.peer == rank && channel->phase != Phase::failed)
       (void)fail_channel(*channel, Errc::peer_unreachable, engine_.peer_failure(rank),
-                         "the channel cannot be used again; recreate it with a live peer");
+                         engine_.failure_remedy(rank, "the channel cannot be used again; recreate it with a live peer"));
 }
 
 void ChannelRegistry::on_operation(const transport::Completion& completion) noexcept {
@@ -184,6 +216,7 @@ void ChannelRegistry::on_operation(const transport::Completion& completion) noex
   if (failed)
     (void)fail_channel_and_tell_peer(*channel, completion.error, fmt::format("a write failed: {}", completion.cause),
                                      "check that the peer is alive and its channel open");
+  send_failure_notice_when_due(*channel);
 }
 
 void ChannelRegistry::on_notification(const transport::Completion& completion) noexcept {

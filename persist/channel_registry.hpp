@@ -82,6 +82,8 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   // Writes [offset, offset + length) of message `sequence` into the peer's slot.
   Status post_data_write(ChannelState& channel, std::uint64_t sequence, std::size_t offset, std::size_t length,
                          std::uint32_t value) noexcept;
+  Status post_remote_data(ChannelState& channel, std::uint64_t sequence, std::size_t offset, std::size_t length,
+                          std::uint32_t value) noexcept;
   Status copy_to_self(ChannelState& channel, std::uint64_t sequence, std::size_t offset, std::size_t length,
                       std::uint32_t value) noexcept;
   Status connected_or_retry(ChannelState& channel) noexcept;
@@ -155,9 +157,12 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   Status fail_channel(ChannelState& channel, Errc code, std::string cause, std::string remedy) noexcept;
   // fail_channel, for a failure of this side's own write: the peer's side is told
   // (kFailureSlot), since its sender stays alive and the engine would never fail it.
+  Status take_landed_before_failure(ChannelState& channel, std::span<const std::byte>& message) noexcept;
   Status fail_channel_and_tell_peer(ChannelState& channel, Errc code, std::string cause, std::string remedy) noexcept;
+  void send_failure_notice_when_due(ChannelState& channel) noexcept;
   void on_peer_side_failed(int source, std::uint64_t bits) noexcept;
   bool channel_write_failure_injected() noexcept;
+  Status inject_write_failure(ChannelState& channel, std::uint64_t sequence) noexcept;
   Status failed(ChannelState& channel) noexcept;
   void reject(const char* why, std::uint64_t notification) noexcept;
 
@@ -176,7 +181,9 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   std::size_t l2_bytes_ = 0;                       // this CPU's L2 cache (1 MiB when unknown)
   std::size_t split_from_ = 0;                     // direct stores this large are split copies (0: none)
   std::uint64_t inject_write_failure_ = 0;         // TETHER_INJECT_CHANNEL_WRITE_FAILURE (0: none)
+  bool inject_at_completion_ = false;              // TETHER_INJECT_CHANNEL_WRITE_FAILURE_AT
   bool write_failure_fired_ = false;
+  std::uint64_t remote_data_posts_ = 0;            // data writes and messages posted to peers
   std::chrono::nanoseconds connect_timeout_{};
   std::chrono::nanoseconds close_timeout_{};
   ChannelStats stats_;

@@ -259,10 +259,14 @@ Status ChannelRegistry::ready_locked(ChannelState& channel, std::uint32_t partit
 Status ChannelRegistry::post_data_write(ChannelState& channel, std::uint64_t sequence, std::size_t offset,
                                         std::size_t length, std::uint32_t value) noexcept {
   if (channel.self) return copy_to_self(channel, sequence, offset, length, value);
-  if (channel_write_failure_injected())
-    return fail_channel_and_tell_peer(channel, Errc::transport,
-                                      "a write failed: injected by TETHER_INJECT_CHANNEL_WRITE_FAILURE",
-                                      "unset TETHER_INJECT_CHANNEL_WRITE_FAILURE (it is for tests)");
+  if (channel_write_failure_injected()) return inject_write_failure(channel, sequence);
+  Status status = post_remote_data(channel, sequence, offset, length, value);
+  if (status == Status::posted || status == Status::done) ++remote_data_posts_;
+  return status;
+}
+
+Status ChannelRegistry::post_remote_data(ChannelState& channel, std::uint64_t sequence, std::size_t offset,
+                                         std::size_t length, std::uint32_t value) noexcept {
   if (channel.inline_max > 0 && length <= channel.inline_max && offset == 0) return post_message(channel, sequence, length, value);
   return_credits_ahead_of_write(channel.shape.peer);
   std::uint32_t slot = landing_slot_of(channel, sequence);

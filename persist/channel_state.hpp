@@ -245,6 +245,7 @@ struct ChannelState {
   bool closed = false;
   bool watching_peer = false;  // this channel waits on its peer: the engine watches it
   Error failure;      // why the channel failed, for every later call
+  Errc failure_notice = Errc::ok;  // owed to the peer's side once this side's writes in flight are done
   Error last_error;   // the last call's refusal
 
   // Handshake.

@@ -98,7 +98,11 @@ constexpr Option kOptions[] = {
      "post|completion"},
     {"TETHER_INJECT_CHANNEL_WRITE_FAILURE", "0", Kind::integer,
      "Fault injection, for tests: this rank's N-th persistent-channel data write or message (not shm-own's direct "
-     "stores) fails at its post as a transport error would; the channel fails and tells its peer's side (0: never)"},
+     "stores) fails as a transport error would; the channel fails and tells its peer's side (0: never)"},
+    {"TETHER_INJECT_CHANNEL_WRITE_FAILURE_AT", "post", Kind::choice,
+     "Fault injection, for tests: where TETHER_INJECT_CHANNEL_WRITE_FAILURE's write fails: its post (start() fails), "
+     "or its completion (start() succeeds, the write never reaches the peer, wait() fails)",
+     "post|completion"},
     {"TETHER_RNDV_CHUNK", "2M", Kind::size, "Rendezvous transfers move in RMA operations of at most this size"},
     {"TETHER_PROGRESS_THREAD", "off", Kind::boolean, "Run a thread that drives progress continuously"},
     {"TETHER_YIELD", "auto", Kind::choice,

@@ -122,9 +122,21 @@ void PeerHealth::mark_server_lost(std::string why) {
   if (callback_) callback_(kEveryPeer, reason);
 }
 
+// Deaths, and a lost server, reported before the callback was set are replayed to it; one
+// reported meanwhile may reach it twice (the engine ignores a second report).
 void PeerHealth::set_callback(DeathCallback callback) {
   std::lock_guard calling(callback_mutex_);
   callback_ = std::move(callback);
+  if (!callback_) return;
+  std::map<int, std::string> dead;
+  std::string server_lost;
+  {
+    std::lock_guard lock(mutex_);
+    dead = dead_;
+    server_lost = server_lost_;
+  }
+  for (const auto& [rank, why] : dead) callback_(rank, why);
+  if (!server_lost.empty()) callback_(kEveryPeer, server_lost);
 }
 
 std::optional<std::string> PeerHealth::why_unreachable(int rank) const {

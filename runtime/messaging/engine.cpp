@@ -21,6 +21,9 @@ constexpr std::string_view kAddressKey = "tether.address";
 // What this rank's receive side takes, published next to its address: ranks started with
 // different TETHER_EAGER_LIMIT or TETHER_EAGER_CREDITS keep to each other's.
 constexpr std::string_view kLimitsKey = "tether.limits";
+constexpr std::string_view kPeerFailureRemedy =
+    "check that rank's host and the network to it; if it computes for longer than TETHER_PEER_TIMEOUT without "
+    "calling the runtime, raise it or set TETHER_PROGRESS_THREAD=on";
 struct ReceiveLimits {
   std::uint64_t receive_buffer_bytes;
   std::uint32_t eager_credits;  // lent to each peer
@@ -124,9 +127,8 @@ Expected<void> Engine::start() {
   ReceiveLimits limits{receive_buffer_bytes_, options_.eager_credits, 0};
   put = bootstrap_->put(kLimitsKey, std::as_bytes(std::span(&limits, 1)));
   if (!put) return put;
+  // Deaths (and a lost server) from before the callback existed are replayed to it.
   bootstrap_->on_peer_death([this](int peer, std::string_view why) { note_death(peer, why); });
-  for (int peer = 0; peer < size_; ++peer)  // deaths before the callback existed
-    if (!bootstrap_->peer_alive(peer)) note_death(peer, "it died before this rank started");
   auto published = bootstrap_->publish();
   if (!published) return published;
   choose_yield();
@@ -330,7 +332,7 @@ Status Engine::start_send(const void* buffer, std::size_t bytes, int peer, int t
     return refuse(Errc::invalid_argument, fmt::format("send of {} bytes from a null buffer", bytes),
                   "pass the buffer, or 0 bytes");
   if (dead_[static_cast<std::size_t>(peer)]->load())
-    return refuse(Errc::peer_unreachable, failure_reason(peer), "stop sending to it");
+    return refuse(Errc::peer_unreachable, failure_reason(peer), failure_remedy(peer, "stop sending to it"));
   return start_internal(RequestKind::send, const_cast<void*>(buffer), bytes, peer, tag, request);
 }
 
@@ -362,7 +364,7 @@ Status Engine::refuse_failed(const RequestSlot* slot, Errc error) noexcept {
   if (error == Errc::peer_unreachable && slot->peer >= 0) {
     return refuse(error, fmt::format("{} with rank {} failed: {}", slot->kind == RequestKind::send ? "send" : "receive",
                                      slot->peer, failure_reason(slot->peer)),
-                  failure_remedy(slot->peer));
+                  failure_remedy(slot->peer, kPeerFailureRemedy));
   }
   return refuse(error, fmt::format("request failed: {}", errc_name(error)),
                 error == Errc::truncated ? "post a receive buffer as large as the message" : "see the log for the peer");

@@ -162,11 +162,16 @@ class Engine {
   }
   // Sends `peer_rank` a channel message with no payload carrying `word` (a channel
   // notification) in its credits place, as an engine control message (a bounce buffer, in
-  // order behind this rank's other messages to it). false: it could not be posted (logged).
+  // order behind this rank's other messages to it). false: no pinned memory for it (logged);
+  // a post that fails later is logged only.
   // Progress lock held.
   [[nodiscard]] bool send_channel_word(int peer_rank, std::uint64_t word) noexcept;
+  // Fault injection (tests): `failed` is handled as a completion at the next progress pass.
+  void complete_at_next_pass(const transport::Completion& failed) noexcept;
   // Why `peer_rank` counts as dead: "rank 2 on host h3 is unreachable: ...".
   [[nodiscard]] std::string peer_failure(int peer_rank) const { return failure_reason(peer_rank); }
+  // What to do about it: the lost launcher's remedy when that is why, else `otherwise`.
+  [[nodiscard]] std::string failure_remedy(int peer_rank, std::string_view otherwise) const;
   [[nodiscard]] bool peer_dead(int peer_rank) const noexcept {
     return dead_[static_cast<std::size_t>(peer_rank)]->load(std::memory_order_relaxed);
   }
@@ -269,7 +274,8 @@ class Engine {
   void note_unreachable(int peer, std::string why) noexcept;
   void record_failure_reason(int peer, std::string why) noexcept;
   [[nodiscard]] std::string failure_reason(int peer) const;
-  [[nodiscard]] std::string failure_remedy(int peer) const;
+  [[nodiscard]] std::optional<std::string> recorded_failure(int peer) const;
+  [[nodiscard]] bool has_own_failure_locked(int peer) const noexcept;
   bool mark_dead(int peer, std::string reason) noexcept;
   [[nodiscard]] std::string describe_peer(int peer) const;
 

@@ -113,7 +113,7 @@ void Engine::note_unreachable(int peer, std::string why) noexcept {
 // Returns whether this call turned the peer dead. An empty reason leaves the peer's
 // failure to be told by the lost server's reason.
 bool Engine::mark_dead(int peer, std::string reason) noexcept {
-  if (peer < 0 || peer >= size_ || dead_[static_cast<std::size_t>(peer)]->load()) return false;
+  if (peer < 0 || peer >= size_ || peer == rank_ || dead_[static_cast<std::size_t>(peer)]->load()) return false;
   if (!reason.empty()) record_failure_reason(peer, std::move(reason));
   if (dead_[static_cast<std::size_t>(peer)]->exchange(true)) return false;
   deaths_.fetch_add(1);
@@ -130,25 +130,32 @@ void Engine::record_failure_reason(int peer, std::string why) noexcept {
   }
 }
 
+// Formats outside the lock: describe_peer asks PMIx, whose event thread may be waiting
+// for this lock in note_death.
 std::string Engine::failure_reason(int peer) const {
-  std::lock_guard lock(failure_reasons_mutex_);
-  if (peer >= 0 && static_cast<std::size_t>(peer) < failure_reasons_.size() &&
-      !failure_reasons_[static_cast<std::size_t>(peer)].empty())
-    return failure_reasons_[static_cast<std::size_t>(peer)];
-  if (!server_lost_reason_.empty()) return server_lost_reason_;
+  if (auto recorded = recorded_failure(peer)) return *recorded;
   bool dead = peer >= 0 && peer < size_ && dead_[static_cast<std::size_t>(peer)]->load();
   return fmt::format("{} {}", describe_peer(peer), dead ? "died" : "could not be reached (the log above says why)");
 }
 
-std::string Engine::failure_remedy(int peer) const {
+std::optional<std::string> Engine::recorded_failure(int peer) const {
   std::lock_guard lock(failure_reasons_mutex_);
-  bool own_reason = peer >= 0 && static_cast<std::size_t>(peer) < failure_reasons_.size() &&
-                    !failure_reasons_[static_cast<std::size_t>(peer)].empty();
-  if (!own_reason && !server_lost_reason_.empty())
+  if (has_own_failure_locked(peer)) return failure_reasons_[static_cast<std::size_t>(peer)];
+  if (!server_lost_reason_.empty()) return server_lost_reason_;
+  return std::nullopt;
+}
+
+bool Engine::has_own_failure_locked(int peer) const noexcept {
+  return peer >= 0 && static_cast<std::size_t>(peer) < failure_reasons_.size() &&
+         !failure_reasons_[static_cast<std::size_t>(peer)].empty();
+}
+
+std::string Engine::failure_remedy(int peer, std::string_view otherwise) const {
+  std::lock_guard lock(failure_reasons_mutex_);
+  if (!has_own_failure_locked(peer) && !server_lost_reason_.empty())
     return "the launcher (tether-run, mpirun or srun) is gone, so the job cannot go on: find why it ended "
            "(killed, out of memory, its node lost) and start the job again";
-  return "check that rank's host and the network to it; if it computes for longer than TETHER_PEER_TIMEOUT "
-         "without calling the runtime, raise it or set TETHER_PROGRESS_THREAD=on";
+  return std::string(otherwise);
 }
 
 std::string Engine::describe_peer(int peer) const {

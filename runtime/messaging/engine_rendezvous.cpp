@@ -305,8 +305,16 @@ Status Engine::fail_later(RequestSlot* slot) noexcept {
   failed.peer = peers_[static_cast<std::size_t>(slot->peer)].transport_peer;
   failed.context = chunk_context(ContextKind::chunk_write, slot);
   failed.cause = "injected by TETHER_INJECT_WRITE_FAILURE_AT=completion";
-  injected_failures_.push_back(failed);
+  complete_at_next_pass(failed);
   return Status::posted;
+}
+
+void Engine::complete_at_next_pass(const transport::Completion& failed) noexcept {
+  try {
+    injected_failures_.push_back(failed);
+  } catch (...) {
+    log::error("runtime", "an injected failure was lost: no memory");
+  }
 }
 
 // TETHER_INJECT_WRITE_FAILURE=N: the write this rank would post N-th fails, once (a post

@@ -148,10 +148,7 @@ bool Engine::post_control(int peer_rank, const void* bytes, std::size_t length) 
 
 bool Engine::send_channel_word(int peer_rank, std::uint64_t word) noexcept {
   std::byte message[kChannelHeaderBytes];
-  MessageHeader header = make_header(MessageKind::channel, rank_, 0, 0, 0);
-  ChannelCarry carry{0, word};
-  std::memcpy(message, &header, sizeof header);
-  std::memcpy(message + sizeof header, &carry, sizeof carry);
+  write_channel_header(message, rank_, 0, 0, ChannelCarry{0, word});
   return post_control(peer_rank, message, sizeof message);
 }
 

@@ -130,4 +130,11 @@ MessageHeader make_header(MessageKind kind, int source_rank, int tag, std::uint3
                        tag, sequence, message_bytes, 0, 0};
 }
 
+void write_channel_header(std::byte* out, int source_rank, int tag, std::size_t payload_bytes,
+                          const ChannelCarry& carry) noexcept {
+  MessageHeader header = make_header(MessageKind::channel, source_rank, tag, 0, payload_bytes);
+  std::memcpy(out, &header, sizeof header);
+  std::memcpy(out + sizeof header, &carry, sizeof carry);
+}
+
 }  // namespace tether::messaging

@@ -101,6 +101,13 @@ struct ChannelCarry {
   std::uint64_t credits;
 };
 inline constexpr std::size_t kChannelHeaderBytes = sizeof(MessageHeader) + sizeof(ChannelCarry);
+// Whether a code read off the wire names an error: not ok, and not beyond the last one.
+[[nodiscard]] constexpr bool is_error_code(std::uint64_t code) noexcept {
+  return code != 0 && code <= static_cast<std::uint64_t>(Errc::config);
+}
+// Writes a channel message's header and carry (kChannelHeaderBytes) at `out`.
+void write_channel_header(std::byte* out, int source_rank, int tag, std::size_t payload_bytes,
+                          const ChannelCarry& carry) noexcept;
 
 inline constexpr std::size_t kControlMessageBytes = sizeof(MessageHeader) + sizeof(ClearToSend);
 

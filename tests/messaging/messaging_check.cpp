@@ -769,7 +769,8 @@ int main(int argc, char** argv) {
       {"waited-in-place", waited_in_place},
       {"wildcards", wildcards}, {"truncation", truncation}, {"many", many},
       {"bad-input", bad_input}, {"peer-death", peer_death}, {"silent-sender", silent_sender},
-      {"write-failure", write_failure}, {"chunk-mismatch", chunk_mismatch}, {"launcher-lost", [&](Runtime& r) { launcher_lost(r, argc > 2 ? argv[2] : nullptr); }},
+      {"write-failure", write_failure}, {"chunk-mismatch", chunk_mismatch},
+      {"launcher-lost", [&](Runtime& r) { launcher_lost(r, argc > 2 ? argv[2] : nullptr); }},
       {"pressure", pressure},
       {"memlock-refused", memlock_refused}, {"threads", threads}, {"libfabric-mapped", libfabric_mapped}};
   auto found = scenarios.find(scenario);

@@ -807,41 +807,41 @@ void peer_death(Runtime& runtime) {
   ::_exit(tether::testing::rank_checks_passed() ? 0 : 1);  // the job is failing anyway; skip the barrier
 }
 
-// Run with TETHER_INJECT_CHANNEL_WRITE_FAILURE=3 on a transport whose channel messages
-// are posted (not shm-own's direct stores): rank 0's third message fails at its post. Rank
-// 1, which took the first two, must see its channel fail with rank 0's code instead of
+// Run with TETHER_INJECT_CHANNEL_WRITE_FAILURE=3 (and _AT=post or completion) on a
+// transport whose channel messages are posted (not shm-own's direct stores): rank 0's
+// third message fails, at start() or at wait(). Rank 1 waits only afterwards: it must still
+// get the two messages that landed, then see its channel fail with rank 0's code instead of
 // waiting for ever (rank 0 is alive and answers probes). Then both ranks still exchange
 // messages and a new pair of channels, checksummed.
 void write_failure(Runtime& runtime) {
   if (runtime.rank() > 1) return;
   const int peer = 1 - runtime.rank();
-  ChannelShape shape{.peer = peer, .tag = 37, .slot_bytes = 4096, .slots = 2};
+  ChannelShape shape{.peer = peer, .tag = 37, .slot_bytes = 4096, .slots = 4};
   int token = 0;
+  tether::Request go_ahead;
   if (runtime.rank() == 0) {
     SendChannel out = connected_send(runtime, shape);
-    for (std::uint64_t i = 0; i < 2; ++i) {
+    for (std::uint64_t i = 0; i < 3; ++i) {
       fill(out.buffer().first(shape.slot_bytes), 0, i);
-      CHECK(start_when_possible(out, shape.slot_bytes) != Status::error, "start {}: {}", i, out.last_error().message());
-      CHECK(out.wait() == Status::done, "wait {}: {}", i, out.last_error().message());
+      Status status = start_when_possible(out, shape.slot_bytes);
+      if (status != Status::error) status = out.wait();
+      bool injected = out.last_error().message().find("TETHER_INJECT_CHANNEL_WRITE_FAILURE") != std::string::npos;
+      CHECK(i < 2 ? status == Status::done
+                  : status == Status::error && out.last_error().code == tether::Errc::transport && injected,
+            "message {}: status {} {}", i, static_cast<int>(status), out.last_error().message());
     }
-    tether::Request go_ahead;
-    CHECK(runtime.irecv(&token, sizeof token, peer, 5, go_ahead) != Status::error && runtime.wait(go_ahead) == Status::done,
-          "the receiver's go-ahead");
-    Status status = start_when_possible(out, shape.slot_bytes);
-    CHECK(status == Status::error && out.last_error().code == tether::Errc::transport &&
-              out.last_error().message().find("TETHER_INJECT_CHANNEL_WRITE_FAILURE") != std::string::npos,
-          "the injected failure: status {} {}", static_cast<int>(status), out.last_error().message());
+    CHECK(runtime.isend(&token, sizeof token, peer, 5, go_ahead) != Status::error && runtime.wait(go_ahead) == Status::done,
+          "go-ahead");
   } else {
-    ReceiveChannel in = connected_receive(runtime, shape);
+    ReceiveChannel in = make_receive(runtime, shape);  // it may have failed before a wait_connected
+    CHECK(runtime.irecv(&token, sizeof token, peer, 5, go_ahead) != Status::error && runtime.wait(go_ahead) == Status::done,
+          "the sender's go-ahead");
     for (std::uint64_t i = 0; i < 2; ++i) {
       Bytes message;
       CHECK(in.wait(message) == Status::done && message.size() == shape.slot_bytes && matches(message, 0, i),
-            "message {}: {}", i, in.last_error().message());
+            "message {} (landed before the failure): {}", i, in.last_error().message());
       CHECK(in.release() == Status::done, "release {}", i);
     }
-    tether::Request go_ahead;
-    CHECK(runtime.isend(&token, sizeof token, peer, 5, go_ahead) != Status::error && runtime.wait(go_ahead) == Status::done,
-          "go-ahead");
     Bytes message;
     Status status = in.wait(message);
     CHECK(status == Status::error && in.last_error().code == tether::Errc::transport &&

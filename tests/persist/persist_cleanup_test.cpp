@@ -1,5 +1,5 @@
-// Crashes and interruptions of jobs leave nothing in /dev/shm. Serial (RUN_SERIAL): libfabric's shm provider, used by other suites, adds
-// and removes names there while it runs.
+// Crashes and interruptions of jobs leave nothing in /dev/shm. Serial (RUN_SERIAL):
+// libfabric's shm provider, used by other suites, adds and removes names there while it runs.
 #include <signal.h>
 #include <unistd.h>
 
@@ -18,8 +18,8 @@ using namespace std::chrono_literals;
 
 const std::vector<std::string> kOwnShm{"TETHER_SHM=on", "TETHER_SHM_TRANSPORT=own"};
 
-// Names in /dev/shm now (libfabric's shm provider leaves some behind; tether's own
-// transport names nothing).
+// Names in /dev/shm now (tether's own transport names nothing; libfabric's shm provider
+// names a region per endpoint).
 std::set<std::string> dev_shm_names() {
   std::set<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) names.insert(entry.path().filename());

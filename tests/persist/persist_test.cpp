@@ -248,17 +248,21 @@ TEST(PersistFailureTest, DeadPeerFailsTheChannelAndTheLauncherNamesIt) {
   }
 }
 
-// A channel write that fails at its post (injected) fails the sender's channel and, told
-// by the sender, the receiver's, instead of leaving the receiver waiting on a live peer.
+// A channel write that fails (injected) at its post or at its completion fails the
+// sender's channel and, told by the sender, the receiver's once the messages that landed
+// before it are taken, instead of leaving the receiver waiting on a live peer.
 TEST(PersistFailureTest, FailedWriteFailsBothSides) {
-  for (std::string transport : {"tcp", "ownrma", "ofitcp", "ofishm"}) {
-    auto environment = transport_environment(transport);
-    environment.push_back("TETHER_INJECT_CHANNEL_WRITE_FAILURE=3");
-    auto outcome = tether::testing::run(
-        {TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "write-failure"}, environment, 90s);
-    expect_every_rank_passed(outcome, {"write-failure", 2, transport, ""});
-    EXPECT_NE(outcome.output.find("rank 1 saw its channel fail"), std::string::npos) << transport << "\n"
-                                                                                      << outcome.output;
+  for (std::string at : {"post", "completion"}) {
+    for (std::string transport : {"tcp", "ownrma", "ofitcp", "ofishm"}) {
+      auto environment = transport_environment(transport);
+      environment.push_back("TETHER_INJECT_CHANNEL_WRITE_FAILURE=3");
+      environment.push_back("TETHER_INJECT_CHANNEL_WRITE_FAILURE_AT=" + at);
+      auto outcome = tether::testing::run(
+          {TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "write-failure"}, environment, 90s);
+      SCOPED_TRACE(at + " over " + transport);
+      expect_every_rank_passed(outcome, {"write-failure", 2, transport, ""});
+      EXPECT_NE(outcome.output.find("rank 1 saw its channel fail"), std::string::npos) << outcome.output;
+    }
   }
 }
 

@@ -25,14 +25,10 @@ enum class Errc : std::uint16_t {
   timeout,            // an operation did not finish in time
   truncated,          // a message was longer than the buffer posted for it
   config,             // a TETHER_* variable has a value that cannot be used
+  // new codes go above this line: config stays last (messaging::is_error_code)
 };
 
 std::string_view errc_name(Errc code) noexcept;
-
-// Whether a code read off the wire names an error: not ok, and not beyond the last one.
-[[nodiscard]] constexpr bool is_error_code(std::uint64_t code) noexcept {
-  return code != 0 && code <= static_cast<std::uint64_t>(Errc::config);
-}
 
 // A set-up path error: what happened, why, and what the user can do about it.
 struct Error {
