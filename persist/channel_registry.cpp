@@ -125,7 +125,12 @@ Status ChannelRegistry::fail_channel_and_tell_peer(ChannelState& channel, Errc c
 
 // Once this side's writes in flight are done, so the notice cannot overtake them.
 void ChannelRegistry::send_failure_notice_when_due(ChannelState& channel) noexcept {
-  if (channel.failure_notice == Errc::ok || channel.send.writes_in_flight > 0) return;
+  if (channel.send.writes_in_flight == 0) send_failure_notice(channel);
+}
+
+// At once: close() calls it too, since a closed channel hears of no more completions.
+void ChannelRegistry::send_failure_notice(ChannelState& channel) noexcept {
+  if (channel.failure_notice == Errc::ok) return;
   Errc code = std::exchange(channel.failure_notice, Errc::ok);
   if (channel.self || channel.peer_channel_id == 0 || engine_.peer_dead(channel.shape.peer)) return;
   if (!engine_.send_channel_word(channel.shape.peer,
@@ -201,13 +206,7 @@ void ChannelRegistry::on_operation(const transport::Completion& completion) noex
   ChannelState* channel = find(context.channel_id);
   if (channel == nullptr) return;  // a credit write of a channel closed since
   bool failed = completion.kind == transport::CompletionKind::error;
-  if (context.credit) {
-    std::uint32_t credits = std::exchange(channel->receive.credits_in_message, 0);
-    channel->receive.credit_message_busy = false;
-    if (failed) log::warn("persist", "credits to rank {} failed: {}", channel->shape.peer, completion.cause);
-    if (failed) owe_again(channel->id, credits);
-    return;
-  }
+  if (context.credit) return on_credit_operation(*channel, completion);
   --channel->send.writes_in_flight;
   std::uint32_t buffer = context.buffer % channel->buffer_count();
   if (channel->send.buffer_writes[buffer] > 0) --channel->send.buffer_writes[buffer];
@@ -217,6 +216,21 @@ void ChannelRegistry::on_operation(const transport::Completion& completion) noex
     (void)fail_channel_and_tell_peer(*channel, completion.error, fmt::format("a write failed: {}", completion.cause),
                                      "check that the peer is alive and its channel open");
   send_failure_notice_when_due(*channel);
+}
+
+// A credit message that failed is owed again; a credit write carries no count to owe
+// again (several may be in flight), so its failure fails the channel and tells the sender.
+void ChannelRegistry::on_credit_operation(ChannelState& channel, const transport::Completion& completion) noexcept {
+  std::uint32_t credits = std::exchange(channel.receive.credits_in_message, 0);
+  bool message = std::exchange(channel.receive.credit_message_busy, false);
+  if (completion.kind != transport::CompletionKind::error) return;
+  if (!message) {
+    (void)fail_channel_and_tell_peer(channel, completion.error, fmt::format("a credit write failed: {}", completion.cause),
+                                     "check that the peer is alive");
+    return;
+  }
+  log::warn("persist", "credits to rank {} failed: {}", channel.shape.peer, completion.cause);
+  owe_again(channel.id, credits);
 }
 
 void ChannelRegistry::on_notification(const transport::Completion& completion) noexcept {

@@ -116,6 +116,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
                                                       std::uint32_t& length) noexcept;
   void take_carried_credits(int from, std::uint64_t slot_word) noexcept;
   Status take_landed(ChannelState& channel, std::span<const std::byte>& message) noexcept;
+  Status take_landed_before_failure(ChannelState& channel, std::span<const std::byte>& message) noexcept;
   bool valid_landing(const ChannelState& channel, const Notification& notification) noexcept;
   void take_credit(ChannelState& channel, std::uint32_t credits) noexcept;
   void return_credits(ChannelState& channel) noexcept;
@@ -155,11 +156,13 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   void change_waiting(ChannelState& channel, bool waiting) noexcept;
   Status refuse(ChannelState& channel, Errc code, std::string cause, std::string remedy) noexcept;
   Status fail_channel(ChannelState& channel, Errc code, std::string cause, std::string remedy) noexcept;
-  // fail_channel, for a failure of this side's own write: the peer's side is told
-  // (kFailureSlot), since its sender stays alive and the engine would never fail it.
-  Status take_landed_before_failure(ChannelState& channel, std::span<const std::byte>& message) noexcept;
+  // fail_channel, for a failure of this side's own doing (a write, a credit, a corrupt
+  // flag line it found): the peer's side is told (kFailureSlot), since this rank stays
+  // alive and the engine would never fail the peer's side.
   Status fail_channel_and_tell_peer(ChannelState& channel, Errc code, std::string cause, std::string remedy) noexcept;
   void send_failure_notice_when_due(ChannelState& channel) noexcept;
+  void send_failure_notice(ChannelState& channel) noexcept;
+  void on_credit_operation(ChannelState& channel, const transport::Completion& completion) noexcept;
   void on_peer_side_failed(int source, std::uint64_t bits) noexcept;
   bool channel_write_failure_injected() noexcept;
   Status inject_write_failure(ChannelState& channel, std::uint64_t sequence) noexcept;

@@ -155,8 +155,8 @@ inline constexpr std::uint64_t kCarriedCountModulus = std::uint64_t{1} << 30;
 static_assert(carried_credits(carry_bits(kMaxChannelId, 0)).channel_id == kMaxChannelId);
 inline constexpr std::uint32_t kCreditSlot = 0xfff;
 // Slot kFailureSlot, only in a channel message's credits place: the peer's side of the
-// channel failed (a write of its could not be posted or completed with an error) and
-// `value` is its error code, so this side fails too instead of waiting for ever.
+// channel failed of its own doing (a write or credit of its failed, or it found a corrupt
+// flag line) and `value` is its error code, so this side fails too instead of waiting.
 inline constexpr std::uint32_t kFailureSlot = 0xffe;
 static_assert(kMaxChannelSlots < kFailureSlot);
 

@@ -66,7 +66,8 @@ class Bootstrap {
   // the server, so it works when the server is out of reach); empty if it did not say.
   [[nodiscard]] std::string host_of(int peer) const;
   // Called from the PMIx event thread with the rank that died and why, or with
-  // PeerHealth::kEveryPeer (-1) when the PMIx server was lost.
+  // PeerHealth::kEveryPeer (-1) when the PMIx server was lost; what was known before is
+  // replayed to it at once, on the calling thread.
   void on_peer_death(std::function<void(int peer, std::string_view why)> callback);
 
  private:

@@ -27,7 +27,8 @@ class PeerHealth {
   void mark_dead(int rank, std::string why);
   void mark_server_lost(std::string why);
   // Replaces the callback; returns once no call of the old one is running, so its owner
-  // may be destroyed right after set_callback(nullptr).
+  // may be destroyed right after set_callback(nullptr). The deaths and lost server known
+  // by then are replayed to the new callback, on the calling thread, before it returns.
   void set_callback(DeathCallback callback);
 
   // Why `rank` is dead (or why the server is gone), nullopt while it is believed alive.

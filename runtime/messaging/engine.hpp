@@ -166,7 +166,8 @@ class Engine {
   // a post that fails later is logged only.
   // Progress lock held.
   [[nodiscard]] bool send_channel_word(int peer_rank, std::uint64_t word) noexcept;
-  // Fault injection (tests): `failed` is handled as a completion at the next progress pass.
+  // Fault injection (tests): `failed` is handled as a completion at the next progress
+  // pass. Progress lock held.
   void complete_at_next_pass(const transport::Completion& failed) noexcept;
   // Why `peer_rank` counts as dead: "rank 2 on host h3 is unreachable: ...".
   [[nodiscard]] std::string peer_failure(int peer_rank) const { return failure_reason(peer_rank); }

@@ -821,15 +821,21 @@ void write_failure(Runtime& runtime) {
   tether::Request go_ahead;
   if (runtime.rank() == 0) {
     SendChannel out = connected_send(runtime, shape);
-    for (std::uint64_t i = 0; i < 3; ++i) {
-      fill(out.buffer().first(shape.slot_bytes), 0, i);
+    const bool at_post = tether::config::Config::global().choice("TETHER_INJECT_CHANNEL_WRITE_FAILURE_AT") == "post";
+    for (std::uint64_t i = 0; i < 3; ++i) {  // no wait in between: the failure meets writes in flight
+      std::span<std::byte> buffer;
+      while (out.next_buffer(buffer) == Status::retry) {
+      }
+      fill(buffer.first(shape.slot_bytes), 0, i);
       Status status = start_when_possible(out, shape.slot_bytes);
-      if (status != Status::error) status = out.wait();
-      bool injected = out.last_error().message().find("TETHER_INJECT_CHANNEL_WRITE_FAILURE") != std::string::npos;
-      CHECK(i < 2 ? status == Status::done
-                  : status == Status::error && out.last_error().code == tether::Errc::transport && injected,
-            "message {}: status {} {}", i, static_cast<int>(status), out.last_error().message());
+      bool fails_here = i == 2 && at_post;
+      CHECK(fails_here ? status == Status::error : status != Status::error, "start {} ({}): status {} {}", i,
+            at_post ? "post" : "completion", static_cast<int>(status), out.last_error().message());
     }
+    Status status = out.wait();
+    bool injected = out.last_error().message().find("TETHER_INJECT_CHANNEL_WRITE_FAILURE") != std::string::npos;
+    CHECK(status == Status::error && out.last_error().code == tether::Errc::transport && injected,
+          "the injected failure: status {} {}", static_cast<int>(status), out.last_error().message());
     CHECK(runtime.isend(&token, sizeof token, peer, 5, go_ahead) != Status::error && runtime.wait(go_ahead) == Status::done,
           "go-ahead");
   } else {

@@ -1,6 +1,6 @@
 // PeerHealth replays what it learnt before a callback existed: a rank that died while the
-// engine was starting, and a PMIx server lost by then, still reach the engine. (ctest runs
-// each test in its own process, so the process-wide instance starts empty in each.)
+// engine was starting, and a PMIx server lost by then, still reach the engine. Each test
+// has its own PeerHealth (the process-wide one is fed by PMIx events).
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,29 +14,34 @@ namespace {
 using tether::PeerHealth;
 using Report = std::pair<int, std::string>;
 
-std::vector<Report> reports_after_setting_callback() {
+std::vector<Report> reports_after_setting_callback(PeerHealth& health) {
   std::vector<Report> reports;
-  PeerHealth::instance().set_callback([&](int peer, std::string_view why) { reports.emplace_back(peer, why); });
-  PeerHealth::instance().set_callback(nullptr);
+  health.set_callback([&](int peer, std::string_view why) { reports.emplace_back(peer, why); });
+  health.set_callback(nullptr);
   return reports;
 }
 
 TEST(PeerHealthTest, ADeathBeforeTheCallbackIsReplayedToIt) {
-  PeerHealth::instance().mark_dead(3, "killed by signal 9");
-  auto reports = reports_after_setting_callback();
+  PeerHealth health;
+  health.mark_dead(3, "killed by signal 9");
+  auto reports = reports_after_setting_callback(health);
   ASSERT_EQ(reports.size(), 1u);
   EXPECT_EQ(reports[0].first, 3);
   EXPECT_EQ(reports[0].second, "killed by signal 9");
 }
 
 TEST(PeerHealthTest, AServerLostBeforeTheCallbackIsReplayedForEveryPeer) {
-  PeerHealth::instance().mark_server_lost("connection closed");
-  auto reports = reports_after_setting_callback();
+  PeerHealth health;
+  health.mark_server_lost("connection closed");
+  auto reports = reports_after_setting_callback(health);
   ASSERT_EQ(reports.size(), 1u);
   EXPECT_EQ(reports[0].first, PeerHealth::kEveryPeer);
   EXPECT_NE(reports[0].second.find("lost the PMIx server: connection closed"), std::string::npos);
 }
 
-TEST(PeerHealthTest, NothingIsReplayedWhileEveryoneIsAlive) { EXPECT_TRUE(reports_after_setting_callback().empty()); }
+TEST(PeerHealthTest, NothingIsReplayedWhileEveryoneIsAlive) {
+  PeerHealth health;
+  EXPECT_TRUE(reports_after_setting_callback(health).empty());
+}
 
 }  // namespace
