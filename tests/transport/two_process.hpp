@@ -19,6 +19,8 @@
 
 #include <gtest/gtest.h>
 
+#include "transport/ofi/shm_regions.hpp"
+
 namespace tether::testing {
 
 // One side's control channel to the other (not the data path).
@@ -90,6 +92,18 @@ struct PairOutcome {
   bool timed_out = false;
 };
 
+// Reaps `child` once it ended (at once unless `block`), with its exit status. A child that
+// skipped closing a libfabric shm endpoint (_exit, a kill) leaves a region named after its
+// pid: it is removed first, while the zombie still holds the pid.
+inline bool reap(pid_t child, int& status, bool block) {
+  siginfo_t ended{};
+  if (::waitid(P_PID, static_cast<id_t>(child), &ended, WEXITED | WNOWAIT | (block ? 0 : WNOHANG)) != 0 ||
+      ended.si_pid != child)
+    return false;
+  (void)tether::transport::ofi::remove_shm_regions_of(child);
+  return ::waitpid(child, &status, 0) == child;
+}
+
 // Runs `first` and `second` in two forked children. A child exits 0 when it recorded no
 // gtest failure. After `watchdog` both are killed and timed_out is set.
 inline PairOutcome run_pair(const Side& first, const Side& second, std::chrono::seconds watchdog) {
@@ -114,7 +128,7 @@ inline PairOutcome run_pair(const Side& first, const Side& second, std::chrono::
   while (remaining > 0) {
     for (int i = 0; i < 2; ++i) {
       int status = 0;
-      if (children[i] < 0 || ::waitpid(children[i], &status, WNOHANG) != children[i]) continue;
+      if (children[i] < 0 || !reap(children[i], status, false)) continue;
       outcome.status[i] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       children[i] = -1;
       --remaining;
@@ -123,8 +137,9 @@ inline PairOutcome run_pair(const Side& first, const Side& second, std::chrono::
       outcome.timed_out = true;
       for (pid_t child : children)
         if (child > 0) ::kill(child, SIGKILL);
+      int status = 0;
       for (pid_t child : children)
-        if (child > 0) ::waitpid(child, nullptr, 0);
+        if (child > 0) (void)reap(child, status, true);
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
