@@ -77,7 +77,7 @@ Status ChannelRegistry::post_message(ChannelState& channel, std::uint64_t sequen
   Status status = transport.send(channel.transport_peer, message, messaging::kChannelHeaderBytes + length,
                                  channel.descriptor, operation_context(channel.id, false, buffer));
   if (status == Status::error)
-    return fail_channel_and_tell_peer(channel, transport.last_error().code, transport.last_error().cause, transport.last_error().remedy);
+    return fail_on_transport_error(channel);
   if (status == Status::retry) return status;
   if (channel.ordered_landing) take_slot(channel, sequence, slot);
   if (owing != nullptr) {

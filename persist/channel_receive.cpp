@@ -138,7 +138,8 @@ Status ChannelRegistry::take_landed(ChannelState& channel, std::span<const std::
 
 // A failed channel still hands out the messages that landed whole before it failed (a
 // peer's failure notice comes after its writes in flight are done), then its failure.
-Status ChannelRegistry::take_landed_before_failure(ChannelState& channel, std::span<const std::byte>& message) noexcept {
+Status ChannelRegistry::take_landed_before_failure(ChannelState& channel,
+                                                  std::span<const std::byte>& message) noexcept {
   ReceiveProgress& receive = channel.receive;
   auto position = channel.position_of(receive.delivered);
   if (receive.delivered - receive.released >= channel.shape.slots || receive.complete[position] == 0)

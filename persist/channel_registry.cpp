@@ -123,6 +123,12 @@ Status ChannelRegistry::fail_channel_and_tell_peer(ChannelState& channel, Errc c
   return status;
 }
 
+// A post of this side's own failed: the transport's error, told to the peer's side.
+Status ChannelRegistry::fail_on_transport_error(ChannelState& channel) noexcept {
+  const Error& error = engine_.transport().last_error();
+  return fail_channel_and_tell_peer(channel, error.code, error.cause, error.remedy);
+}
+
 // Once this side's writes in flight are done, so the notice cannot overtake them.
 void ChannelRegistry::send_failure_notice_when_due(ChannelState& channel) noexcept {
   if (channel.send.writes_in_flight == 0) send_failure_notice(channel);
@@ -149,7 +155,8 @@ void ChannelRegistry::on_peer_side_failed(int source, std::uint64_t bits) noexce
   (void)fail_channel(*channel, code,
                      fmt::format("rank {}'s side of it failed ({}) and said so: what it was sending will not land",
                                  source, errc_name(code)),
-                     fmt::format("rank {}'s log says why; close the channel on both ranks and create it again", source));
+                     fmt::format("rank {}'s log says why; close the channel on both ranks and create it again",
+                                 source));
 }
 
 // TETHER_INJECT_CHANNEL_WRITE_FAILURE=N: this rank's N-th data write or message to a peer
@@ -197,8 +204,9 @@ void ChannelRegistry::reject(const char* why, std::uint64_t notification) noexce
 void ChannelRegistry::on_peer_death(int rank) noexcept {
   for (auto& channel : channels_)
     if (!channel->closed && channel->shape.peer == rank && channel->phase != Phase::failed)
-      (void)fail_channel(*channel, Errc::peer_unreachable, engine_.peer_failure(rank),
-                         engine_.failure_remedy(rank, "the channel cannot be used again; recreate it with a live peer"));
+      (void)fail_channel(
+          *channel, Errc::peer_unreachable, engine_.peer_failure(rank),
+          engine_.failure_remedy(rank, "the channel cannot be used again; recreate it with a live peer"));
 }
 
 void ChannelRegistry::on_operation(const transport::Completion& completion) noexcept {
@@ -225,7 +233,8 @@ void ChannelRegistry::on_credit_operation(ChannelState& channel, const transport
   bool message = std::exchange(channel.receive.credit_message_busy, false);
   if (completion.kind != transport::CompletionKind::error) return;
   if (!message) {
-    (void)fail_channel_and_tell_peer(channel, completion.error, fmt::format("a credit write failed: {}", completion.cause),
+    (void)fail_channel_and_tell_peer(channel, completion.error,
+                                     fmt::format("a credit write failed: {}", completion.cause),
                                      "check that the peer is alive");
     return;
   }

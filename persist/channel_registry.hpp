@@ -160,6 +160,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   // flag line it found): the peer's side is told (kFailureSlot), since this rank stays
   // alive and the engine would never fail the peer's side.
   Status fail_channel_and_tell_peer(ChannelState& channel, Errc code, std::string cause, std::string remedy) noexcept;
+  Status fail_on_transport_error(ChannelState& channel) noexcept;
   void send_failure_notice_when_due(ChannelState& channel) noexcept;
   void send_failure_notice(ChannelState& channel) noexcept;
   void on_credit_operation(ChannelState& channel, const transport::Completion& completion) noexcept;

@@ -277,7 +277,7 @@ Status ChannelRegistry::post_remote_data(ChannelState& channel, std::uint64_t se
       slot * channel.shape.slot_bytes + offset, encode({channel.peer_channel_id, slot, value}),
       operation_context(channel.id, false, buffer));
   if (status == Status::error)
-    return fail_channel_and_tell_peer(channel, transport.last_error().code, transport.last_error().cause, transport.last_error().remedy);
+    return fail_on_transport_error(channel);
   if (status == Status::retry) return status;
   if (channel.ordered_landing) take_slot(channel, sequence, slot);
   ++channel.send.writes_in_flight;

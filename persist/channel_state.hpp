@@ -150,8 +150,7 @@ inline constexpr std::uint64_t kCarriedCountModulus = std::uint64_t{1} << 30;
 
 // Notification of a channel write: bit 63 set | target channel id (19 bits) | slot (12
 // bits) | value (32 bits). Slot kCreditSlot: `value` credits for a send channel;
-// kFailureSlot: below;
-// otherwise a message in `slot`: value = its length, or its partition index.
+// kFailureSlot: see below; otherwise a message in `slot`: value = its length, or its partition index.
 static_assert(carried_credits(carry_bits(kMaxChannelId, 0)).channel_id == kMaxChannelId);
 inline constexpr std::uint32_t kCreditSlot = 0xfff;
 // Slot kFailureSlot, only in a channel message's credits place: the peer's side of the

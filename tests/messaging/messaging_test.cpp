@@ -413,8 +413,9 @@ TEST(MessagingFailureTest, KilledLauncherEndsTheRanksWaits) {
   char directory[] = "/tmp/tether-launcher-lost.XXXXXX";
   ASSERT_NE(::mkdtemp(directory), nullptr);
   const std::string out = directory;
-  pid_t launcher = spawn_logged({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", MESSAGING_CHECK_PATH, "launcher-lost", out},
-                                {}, out + "/launcher.log");
+  pid_t launcher = spawn_logged(
+      {TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", MESSAGING_CHECK_PATH, "launcher-lost", out}, {},
+      out + "/launcher.log");
   ASSERT_GT(launcher, 0);
   std::vector<pid_t> ranks;
   for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);

@@ -836,11 +836,13 @@ void write_failure(Runtime& runtime) {
     bool injected = out.last_error().message().find("TETHER_INJECT_CHANNEL_WRITE_FAILURE") != std::string::npos;
     CHECK(status == Status::error && out.last_error().code == tether::Errc::transport && injected,
           "the injected failure: status {} {}", static_cast<int>(status), out.last_error().message());
-    CHECK(runtime.isend(&token, sizeof token, peer, 5, go_ahead) != Status::error && runtime.wait(go_ahead) == Status::done,
+    CHECK(runtime.isend(&token, sizeof token, peer, 5, go_ahead) != Status::error &&
+              runtime.wait(go_ahead) == Status::done,
           "go-ahead");
   } else {
     ReceiveChannel in = make_receive(runtime, shape);  // it may have failed before a wait_connected
-    CHECK(runtime.irecv(&token, sizeof token, peer, 5, go_ahead) != Status::error && runtime.wait(go_ahead) == Status::done,
+    CHECK(runtime.irecv(&token, sizeof token, peer, 5, go_ahead) != Status::error &&
+              runtime.wait(go_ahead) == Status::done,
           "the sender's go-ahead");
     for (std::uint64_t i = 0; i < 2; ++i) {
       Bytes message;
@@ -884,7 +886,8 @@ int main(int argc, char** argv) {
       {"partitioned", partitioned}, {"many", many},   {"no-overhead", no_overhead},
       {"user-buffers", user_buffers}, {"self", self}, {"mismatch", mismatch},
       {"bad-input", bad_input}, {"close-in-flight", close_in_flight}, {"fan-in", fan_in},
-      {"killed", killed}, {"peer-death", peer_death}, {"write-failure", write_failure}, {"held-slots", held_slots}, {"warm-slot", warm_slot},
+      {"killed", killed}, {"peer-death", peer_death}, {"write-failure", write_failure},
+      {"held-slots", held_slots}, {"warm-slot", warm_slot},
       {"warm-large-slot", warm_large_slot}, {"send-buffers", send_buffers}, {"held-large-slots", held_large_slots},
       {"user-slots", user_slots}};
   auto found = argc >= 2 ? scenarios.find(argv[1]) : scenarios.end();
