@@ -46,6 +46,8 @@ ChannelRegistry::ChannelRegistry(messaging::Engine& engine)
   inject_write_failure_ =
       static_cast<std::uint64_t>(std::max<std::int64_t>(0, config.integer("TETHER_INJECT_CHANNEL_WRITE_FAILURE")));
   inject_at_completion_ = config.choice("TETHER_INJECT_CHANNEL_WRITE_FAILURE_AT") == "completion";
+  inject_credit_failure_ =
+      static_cast<std::uint64_t>(std::max<std::int64_t>(0, config.integer("TETHER_INJECT_CREDIT_FAILURE")));
 }
 
 ChannelRegistry::~ChannelRegistry() {
@@ -153,7 +155,7 @@ void ChannelRegistry::on_peer_side_failed(int source, std::uint64_t bits) noexce
   if (!messaging::is_error_code(notification.value)) return reject("a failure notice without a known error code", bits);
   auto code = static_cast<Errc>(notification.value);
   (void)fail_channel(*channel, code,
-                     fmt::format("rank {}'s side of it failed ({}) and said so: what it was sending will not land",
+                     fmt::format("rank {}'s side of it failed ({}) and said so: nothing more will come from it",
                                  source, errc_name(code)),
                      fmt::format("rank {}'s log says why; close the channel on both ranks and create it again",
                                  source));
@@ -165,6 +167,16 @@ bool ChannelRegistry::channel_write_failure_injected() noexcept {
   if (inject_write_failure_ == 0 || write_failure_fired_ || remote_data_posts_ + 1 != inject_write_failure_)
     return false;
   write_failure_fired_ = true;
+  return true;
+}
+
+// TETHER_INJECT_CREDIT_FAILURE=N: this rank's N-th credit message or write to a peer
+// fails at its post, once.
+bool ChannelRegistry::credit_failure_injected() noexcept {
+  if (inject_credit_failure_ == 0 || credit_failure_fired_ ||
+      stats_.credit_messages + stats_.credit_writes + 1 != inject_credit_failure_)
+    return false;
+  credit_failure_fired_ = true;
   return true;
 }
 

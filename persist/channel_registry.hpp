@@ -166,6 +166,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   void on_credit_operation(ChannelState& channel, const transport::Completion& completion) noexcept;
   void on_peer_side_failed(int source, std::uint64_t bits) noexcept;
   bool channel_write_failure_injected() noexcept;
+  bool credit_failure_injected() noexcept;
   Status inject_write_failure(ChannelState& channel, std::uint64_t sequence) noexcept;
   Status failed(ChannelState& channel) noexcept;
   void reject(const char* why, std::uint64_t notification) noexcept;
@@ -187,6 +188,8 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   std::uint64_t inject_write_failure_ = 0;         // TETHER_INJECT_CHANNEL_WRITE_FAILURE (0: none)
   bool inject_at_completion_ = false;              // TETHER_INJECT_CHANNEL_WRITE_FAILURE_AT
   bool write_failure_fired_ = false;
+  std::uint64_t inject_credit_failure_ = 0;        // TETHER_INJECT_CREDIT_FAILURE (0: none)
+  bool credit_failure_fired_ = false;
   std::uint64_t remote_data_posts_ = 0;            // data writes and messages posted to peers
   std::chrono::nanoseconds connect_timeout_{};
   std::chrono::nanoseconds close_timeout_{};

@@ -103,6 +103,9 @@ constexpr Option kOptions[] = {
      "Fault injection, for tests: where TETHER_INJECT_CHANNEL_WRITE_FAILURE's write fails: its post (start() fails), "
      "or its completion (start() succeeds, the write never reaches the peer, wait() fails)",
      "post|completion"},
+    {"TETHER_INJECT_CREDIT_FAILURE", "0", Kind::integer,
+     "Fault injection, for tests: this rank's N-th persistent-channel credit message or write (not shm-own's "
+     "direct stores) fails at its post; the receive channel fails and tells its sender (0: never)"},
     {"TETHER_RNDV_CHUNK", "2M", Kind::size, "Rendezvous transfers move in RMA operations of at most this size"},
     {"TETHER_PROGRESS_THREAD", "off", Kind::boolean, "Run a thread that drives progress continuously"},
     {"TETHER_YIELD", "auto", Kind::choice,

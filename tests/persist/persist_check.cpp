@@ -876,6 +876,50 @@ void write_failure(Runtime& runtime) {
   CHECK(in.release() == Status::done && out.wait() == Status::done, "the new channels");
 }
 
+// Run with TETHER_INJECT_CREDIT_FAILURE=1 where credits are messages or writes (not
+// shm-own's direct stores): rank 0 streams to rank 1 through 2 slots, and rank 1's first
+// credit fails at its post. Rank 1's channel fails; rank 0, told, must fail at a start() or
+// wait() (it would wait for the credit for ever) naming rank 1. Then both still exchange a
+// message, checksummed.
+void credit_failure(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  const int peer = 1 - runtime.rank();
+  ChannelShape shape{.peer = peer, .tag = 39, .slot_bytes = 4096, .slots = 2};
+  if (runtime.rank() == 0) {
+    SendChannel out = connected_send(runtime, shape);
+    Status status = Status::done;
+    for (std::uint64_t i = 0; i < 6 && status != Status::error; ++i) {
+      fill(out.buffer().first(shape.slot_bytes), 0, i);
+      status = start_when_possible(out, shape.slot_bytes);
+      if (status != Status::error) status = out.wait();
+    }
+    CHECK(status == Status::error && out.last_error().code == tether::Errc::transport &&
+              out.last_error().message().find("rank 1's side of it failed") != std::string::npos,
+          "the sender: status {} {}", static_cast<int>(status), out.last_error().message());
+    fmt::print("rank 0 saw its channel fail: {}\n", out.last_error().message());
+  } else {
+    ReceiveChannel in = make_receive(runtime, shape);
+    std::uint64_t taken = 0;
+    Bytes message;
+    Status status = Status::done;
+    for (; taken < 6 && (status = in.wait(message)) == Status::done; ++taken) {
+      CHECK(matches(message, 0, taken), "message {}", taken);
+      CHECK(in.release() == Status::done, "release {}", taken);
+    }
+    CHECK(taken >= 1 && taken <= 2 && status == Status::error &&
+              in.last_error().message().find("TETHER_INJECT_CREDIT_FAILURE") != std::string::npos,
+          "the receiver took {} messages, then status {} {}", taken, static_cast<int>(status),
+          in.last_error().message());
+  }
+  std::vector<std::byte> mine(10000), theirs(10000);
+  fill(mine, static_cast<std::uint64_t>(runtime.rank()), 7);
+  tether::Request send, receive;
+  CHECK(runtime.irecv(theirs.data(), theirs.size(), peer, 6, receive) != Status::error, "irecv");
+  CHECK(runtime.isend(mine.data(), mine.size(), peer, 6, send) != Status::error, "isend");
+  CHECK(runtime.wait(send) == Status::done && runtime.wait(receive) == Status::done, "the exchange after");
+  CHECK(matches(theirs, static_cast<std::uint64_t>(peer), 7), "the message after the failure");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -886,7 +930,7 @@ int main(int argc, char** argv) {
       {"partitioned", partitioned}, {"many", many},   {"no-overhead", no_overhead},
       {"user-buffers", user_buffers}, {"self", self}, {"mismatch", mismatch},
       {"bad-input", bad_input}, {"close-in-flight", close_in_flight}, {"fan-in", fan_in},
-      {"killed", killed}, {"peer-death", peer_death}, {"write-failure", write_failure},
+      {"killed", killed}, {"peer-death", peer_death}, {"write-failure", write_failure}, {"credit-failure", credit_failure},
       {"held-slots", held_slots}, {"warm-slot", warm_slot},
       {"warm-large-slot", warm_large_slot}, {"send-buffers", send_buffers}, {"held-large-slots", held_large_slots},
       {"user-slots", user_slots}};

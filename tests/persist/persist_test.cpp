@@ -266,6 +266,20 @@ TEST(PersistFailureTest, FailedWriteFailsBothSides) {
   }
 }
 
+// A receiver's credit that fails at its post (injected) fails its channel and, told by it,
+// the sender's, which would otherwise wait for that credit for ever.
+TEST(PersistFailureTest, FailedCreditFailsBothSides) {
+  for (std::string transport : {"tcp", "ownrma", "ofitcp", "tcprma"}) {
+    auto environment = transport_environment(transport);
+    environment.push_back("TETHER_INJECT_CREDIT_FAILURE=1");
+    auto outcome = tether::testing::run(
+        {TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "credit-failure"}, environment, 90s);
+    SCOPED_TRACE(transport);
+    expect_every_rank_passed(outcome, {"credit-failure", 2, transport, ""});
+    EXPECT_NE(outcome.output.find("rank 0 saw its channel fail"), std::string::npos) << outcome.output;
+  }
+}
+
 TEST(PersistMpirunTest, IntegrityAndManyUnderOpenMpi) {
   if (std::string(MPIRUN_PATH).empty() || ::access(MPIRUN_PATH, X_OK) != 0) GTEST_SKIP() << "mpirun not found";
   tether::testing::PrivateOmpiSession session;
