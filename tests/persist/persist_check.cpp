@@ -807,6 +807,17 @@ void peer_death(Runtime& runtime) {
   ::_exit(tether::testing::rank_checks_passed() ? 0 : 1);  // the job is failing anyway; skip the barrier
 }
 
+// After a channel failed: one message each way between the two ranks, checksummed.
+void exchange_after_failure(Runtime& runtime, int peer) {
+  std::vector<std::byte> mine(10000), theirs(10000);
+  fill(mine, static_cast<std::uint64_t>(runtime.rank()), 7);
+  tether::Request send, receive;
+  CHECK(runtime.irecv(theirs.data(), theirs.size(), peer, 6, receive) != Status::error, "irecv");
+  CHECK(runtime.isend(mine.data(), mine.size(), peer, 6, send) != Status::error, "isend");
+  CHECK(runtime.wait(send) == Status::done && runtime.wait(receive) == Status::done, "the exchange after");
+  CHECK(matches(theirs, static_cast<std::uint64_t>(peer), 7), "the message after the failure");
+}
+
 // Run with TETHER_INJECT_CHANNEL_WRITE_FAILURE=3 (and _AT=post or completion) on a
 // transport whose channel messages are posted (not shm-own's direct stores): rank 0's
 // third message fails, at start() or at wait(). Rank 1 waits only afterwards: it must still
@@ -857,13 +868,7 @@ void write_failure(Runtime& runtime) {
           "status {}: {}", static_cast<int>(status), in.last_error().message());
     fmt::print("rank 1 saw its channel fail: {}\n", in.last_error().message());
   }
-  std::vector<std::byte> mine(10000), theirs(10000);
-  fill(mine, static_cast<std::uint64_t>(runtime.rank()), 7);
-  tether::Request send, receive;
-  CHECK(runtime.irecv(theirs.data(), theirs.size(), peer, 6, receive) != Status::error, "irecv");
-  CHECK(runtime.isend(mine.data(), mine.size(), peer, 6, send) != Status::error, "isend");
-  CHECK(runtime.wait(send) == Status::done && runtime.wait(receive) == Status::done, "the exchange after");
-  CHECK(matches(theirs, static_cast<std::uint64_t>(peer), 7), "the message after the failure");
+  exchange_after_failure(runtime, peer);
   ChannelShape fresh{.peer = peer, .tag = 38, .slot_bytes = 4096, .slots = 2};
   ReceiveChannel in = make_receive(runtime, fresh);
   SendChannel out = make_send(runtime, fresh);
@@ -911,13 +916,7 @@ void credit_failure(Runtime& runtime) {
           "the receiver took {} messages, then status {} {}", taken, static_cast<int>(status),
           in.last_error().message());
   }
-  std::vector<std::byte> mine(10000), theirs(10000);
-  fill(mine, static_cast<std::uint64_t>(runtime.rank()), 7);
-  tether::Request send, receive;
-  CHECK(runtime.irecv(theirs.data(), theirs.size(), peer, 6, receive) != Status::error, "irecv");
-  CHECK(runtime.isend(mine.data(), mine.size(), peer, 6, send) != Status::error, "isend");
-  CHECK(runtime.wait(send) == Status::done && runtime.wait(receive) == Status::done, "the exchange after");
-  CHECK(matches(theirs, static_cast<std::uint64_t>(peer), 7), "the message after the failure");
+  exchange_after_failure(runtime, peer);
 }
 
 }  // namespace
