@@ -45,7 +45,7 @@ ChannelRegistry::ChannelRegistry(messaging::Engine& engine)
   split_from_ = config.size_bytes("TETHER_CHANNEL_SPLIT_COPY");
   inject_write_failure_ =
       static_cast<std::uint64_t>(std::max<std::int64_t>(0, config.integer("TETHER_INJECT_CHANNEL_WRITE_FAILURE")));
-  inject_at_completion_ = config.choice("TETHER_INJECT_CHANNEL_WRITE_FAILURE_AT") == "completion";
+  inject_at_completion_ = config.choice("TETHER_INJECT_WRITE_FAILURE_AT") == "completion";
   inject_credit_failure_ =
       static_cast<std::uint64_t>(std::max<std::int64_t>(0, config.integer("TETHER_INJECT_CREDIT_FAILURE")));
 }
@@ -180,7 +180,7 @@ bool ChannelRegistry::credit_failure_injected() noexcept {
   return true;
 }
 
-// At its post, the start fails; at its completion (TETHER_INJECT_CHANNEL_WRITE_FAILURE_AT),
+// At its post, the start fails; at its completion (TETHER_INJECT_WRITE_FAILURE_AT),
 // the write is taken as posted, never reaches the peer, and completes with the error at
 // the next progress pass.
 Status ChannelRegistry::inject_write_failure(ChannelState& channel, std::uint64_t sequence) noexcept {
@@ -195,7 +195,7 @@ Status ChannelRegistry::inject_write_failure(ChannelState& channel, std::uint64_
   failed.error = Errc::transport;
   failed.peer = channel.transport_peer;
   failed.context = operation_context(channel.id, false, buffer);
-  failed.cause = "injected by TETHER_INJECT_CHANNEL_WRITE_FAILURE_AT=completion";
+  failed.cause = "injected by TETHER_INJECT_CHANNEL_WRITE_FAILURE at completion";
   engine_.complete_at_next_pass(failed);
   if (channel.ordered_landing) take_slot(channel, sequence, landing_slot_of(channel, sequence));
   ++channel.send.writes_in_flight;

@@ -186,7 +186,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   std::size_t l2_bytes_ = 0;                       // this CPU's L2 cache (1 MiB when unknown)
   std::size_t split_from_ = 0;                     // direct stores this large are split copies (0: none)
   std::uint64_t inject_write_failure_ = 0;         // TETHER_INJECT_CHANNEL_WRITE_FAILURE (0: none)
-  bool inject_at_completion_ = false;              // TETHER_INJECT_CHANNEL_WRITE_FAILURE_AT
+  bool inject_at_completion_ = false;              // TETHER_INJECT_WRITE_FAILURE_AT
   bool write_failure_fired_ = false;
   std::uint64_t inject_credit_failure_ = 0;        // TETHER_INJECT_CREDIT_FAILURE (0: none)
   bool credit_failure_fired_ = false;

@@ -92,16 +92,13 @@ constexpr Option kOptions[] = {
     {"TETHER_INJECT_WRITE_FAILURE", "0", Kind::integer,
      "Fault injection, for tests: this rank's N-th rendezvous write fails as a transport error would; the send "
      "fails and its receive learns which writes landed (0: never)"},
-    {"TETHER_INJECT_WRITE_FAILURE_AT", "post", Kind::choice,
-     "Fault injection, for tests: where TETHER_INJECT_WRITE_FAILURE's write fails: its post, or its completion "
-     "(the write never reaches the peer; the ones after it are posted until the error comes back)",
-     "post|completion"},
     {"TETHER_INJECT_CHANNEL_WRITE_FAILURE", "0", Kind::integer,
      "Fault injection, for tests: this rank's N-th persistent-channel data write or message (not shm-own's direct "
      "stores) fails as a transport error would; the channel fails and tells its peer's side (0: never)"},
-    {"TETHER_INJECT_CHANNEL_WRITE_FAILURE_AT", "post", Kind::choice,
-     "Fault injection, for tests: where TETHER_INJECT_CHANNEL_WRITE_FAILURE's write fails: its post (start() fails), "
-     "or its completion (start() succeeds, the write never reaches the peer, wait() fails)",
+    {"TETHER_INJECT_WRITE_FAILURE_AT", "post", Kind::choice,
+     "Fault injection, for tests: where the write TETHER_INJECT_WRITE_FAILURE or TETHER_INJECT_CHANNEL_WRITE_FAILURE "
+     "names fails: its post (the send or start() fails), or its completion (the write never reaches the peer, the "
+     "ones after it are posted, and the error comes back at the next progress pass)",
      "post|completion"},
     {"TETHER_INJECT_CREDIT_FAILURE", "0", Kind::integer,
      "Fault injection, for tests: this rank's N-th persistent-channel credit message or write (not shm-own's "

@@ -832,7 +832,7 @@ void write_failure(Runtime& runtime) {
   tether::Request go_ahead;
   if (runtime.rank() == 0) {
     SendChannel out = connected_send(runtime, shape);
-    const bool at_post = tether::config::Config::global().choice("TETHER_INJECT_CHANNEL_WRITE_FAILURE_AT") == "post";
+    const bool at_post = tether::config::Config::global().choice("TETHER_INJECT_WRITE_FAILURE_AT") == "post";
     for (std::uint64_t i = 0; i < 3; ++i) {  // no wait in between: the failure meets writes in flight
       std::span<std::byte> buffer;
       while (out.next_buffer(buffer) == Status::retry) {

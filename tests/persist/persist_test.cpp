@@ -256,7 +256,7 @@ TEST(PersistFailureTest, FailedWriteFailsBothSides) {
     for (std::string transport : {"tcp", "ownrma", "ofitcp", "ofishm"}) {
       auto environment = transport_environment(transport);
       environment.push_back("TETHER_INJECT_CHANNEL_WRITE_FAILURE=3");
-      environment.push_back("TETHER_INJECT_CHANNEL_WRITE_FAILURE_AT=" + at);
+      environment.push_back("TETHER_INJECT_WRITE_FAILURE_AT=" + at);
       auto outcome = tether::testing::run(
           {TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "write-failure"}, environment, 90s);
       SCOPED_TRACE(at + " over " + transport);
