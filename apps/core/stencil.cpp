@@ -62,7 +62,7 @@ std::int64_t flops_per_cell(int radius, int dims) {
 
 #if defined(TETHER_APPS_STENCIL_X86)
 bool cpu_has_avx2_stencil() noexcept {
-  static const bool has_avx2 = __builtin_cpu_supports("avx2");
+  static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return has_avx2;
 }
 

@@ -1,5 +1,5 @@
 // The stencil's AVX2 copy (x86-64 builds): its rows run four cells per instruction.
-#define TETHER_STENCIL_TARGET __attribute__((target("avx2")))
+#define TETHER_STENCIL_TARGET __attribute__((target("avx2,fma")))
 #include "apps/core/stencil_kernel.hpp"
 
 namespace tether::apps {

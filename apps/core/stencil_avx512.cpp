@@ -33,7 +33,7 @@ TETHER_STENCIL_TARGET inline __m512d last_lanes(const double* end, int lanes) {
   return _mm512_maskz_loadu_pd(static_cast<__mmask8>(0xFFu << (kLanes - lanes)), end - kLanes);
 }
 
-// sum += c[k] * (pairs along x + along y [+ along z]) at distance K, for the eight cells at
+// sum = fma(c[k], pairs along x + along y [+ along z], sum) at distance K, for the eight cells at
 // `at`, whose line is `line` between `before` and `after`.
 template <int Dims, int K>
 TETHER_STENCIL_TARGET inline __m512d add_ring(__m512d sum, const double* at, __m512d before, __m512d line,
@@ -43,7 +43,7 @@ TETHER_STENCIL_TARGET inline __m512d add_ring(__m512d sum, const double* at, __m
                                 _mm512_add_pd(_mm512_loadu_pd(at - K * stride_y), _mm512_loadu_pd(at + K * stride_y)));
   if constexpr (Dims == 3)
     pairs = _mm512_add_pd(pairs, _mm512_add_pd(_mm512_loadu_pd(at - K * stride_z), _mm512_loadu_pd(at + K * stride_z)));
-  return _mm512_add_pd(sum, _mm512_mul_pd(weight, pairs));
+  return _mm512_fmadd_pd(weight, pairs, sum);
 }
 
 template <int Dims, int Radius>

@@ -9,6 +9,7 @@
 // no AVX2 instruction can reach a caller on a CPU without it.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "apps/core/block.hpp"
@@ -37,7 +38,7 @@ TETHER_STENCIL_TARGET void stencil_row(const double* in, double* out, std::int64
     for (int k = 1; k <= reach; ++k) {
       double pairs = (in[x - k] + in[x + k]) + (in[x - k * stride_y] + in[x + k * stride_y]);
       if constexpr (Dims == 3) pairs += in[x - k * stride_z] + in[x + k * stride_z];
-      sum += c[k] * pairs;
+      sum = std::fma(c[k], pairs, sum);  // one rounding: every copy gets the same bits
     }
     out[x] = sum;
   }
