@@ -339,6 +339,7 @@ void ChannelRegistry::close(ChannelState& channel) noexcept {
               channel.shape.peer, channel.shape.tag, unreleased);
   set_waiting(channel, false);
   send_failure_notice(channel);  // owed while writes were in flight: no completion reaches it now
+  send_close_notice(channel);
   channel.closed = true;  // pool memory stays until the runtime ends: the peer may still write
   if (channel.send.writes_in_flight == 0) release_registration(channel);
 }

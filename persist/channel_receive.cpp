@@ -120,6 +120,8 @@ Status ChannelRegistry::take_landed(ChannelState& channel, std::span<const std::
                   "release() a message before asking for the next");
   auto position = channel.position_of(receive.delivered);
   if (receive.complete[position] == 0) check_flag(channel, position);
+  if (receive.complete[position] == 0 && channel.peer_closed && receive.delivered == channel.peer_closed_count)
+    return fail_as_peer_closed(channel);
   set_waiting(channel, receive.complete[position] == 0 && channel.phase != Phase::failed);
   if (channel.phase == Phase::failed) return failed(channel);
   // Credits stored directly wait for a store to carry them only until the next message is

@@ -161,6 +161,50 @@ void ChannelRegistry::on_peer_side_failed(int source, std::uint64_t bits) noexce
                                  source));
 }
 
+// Closing a connected channel tells the peer's side, so that it fails once nothing more
+// can come or be read instead of waiting for ever on a live peer. A failed channel's peer
+// was told already, and a peer that closed first needs no answer.
+void ChannelRegistry::send_close_notice(ChannelState& channel) noexcept {
+  if (channel.phase != Phase::ready || channel.self || channel.peer_closed || channel.peer_channel_id == 0 ||
+      engine_.peer_dead(channel.shape.peer))
+    return;
+  std::uint64_t count = channel.role == Role::send ? channel.send.started : channel.receive.delivered;
+  if (!engine_.send_channel_word(channel.shape.peer, encode({channel.peer_channel_id, kClosedSlot,
+                                                             static_cast<std::uint32_t>(count)})))
+    log::info("persist", "rank {} was not told that its channel's peer (tag {}) closed", channel.shape.peer,
+              channel.shape.tag);
+}
+
+// The peer closed its side after starting (or taking) `value` messages, low 32 bits: at most
+// a slot count ahead of what this side took (or behind what it started).
+void ChannelRegistry::on_peer_closed(int source, std::uint64_t bits) noexcept {
+  ChannelState* channel = channel_of_message(source, bits);
+  if (channel == nullptr) return;  // closed here too (counted), or rejected
+  const bool sends = channel->role == Role::send;
+  const std::uint64_t here = sends ? channel->send.started : channel->receive.delivered;
+  const std::uint32_t count = decode_notification(bits).value;
+  const std::uint32_t apart = sends ? static_cast<std::uint32_t>(here) - count : count - static_cast<std::uint32_t>(here);
+  if (apart > channel->shape.slots) return reject("a close notice more than a slot count from this side's count", bits);
+  channel->peer_closed = true;
+  channel->peer_closed_count = sends ? here - apart : here + apart;
+  if (sends && apart > 0)
+    log::warn("persist", "rank {} closed its receive channel (tag {}) without taking the last {} of the {} messages "
+              "this side started", source, channel->shape.tag, apart, here);
+}
+
+// Once a closed peer has nothing more to send (a receive side took all), or could read
+// nothing more (a send side): the channel fails instead of waiting.
+Status ChannelRegistry::fail_as_peer_closed(ChannelState& channel) noexcept {
+  const bool sends = channel.role == Role::send;
+  return fail_channel(
+      channel, Errc::peer_closed,
+      sends ? fmt::format("rank {} closed its receive side (messages it took: {}): no message started now would be "
+                          "read", channel.shape.peer, channel.peer_closed_count)
+            : fmt::format("rank {} closed its send side (messages it started: {}, all taken here): no more will come",
+                          channel.shape.peer, channel.peer_closed_count),
+      "close this side too; to go on, create a new pair of channels on both ranks");
+}
+
 // TETHER_INJECT_CHANNEL_WRITE_FAILURE=N: this rank's N-th data write or message to a peer
 // (not a direct store, not a copy to self) fails, once.
 bool ChannelRegistry::channel_write_failure_injected() noexcept {

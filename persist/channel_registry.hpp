@@ -165,6 +165,9 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   void send_failure_notice(ChannelState& channel) noexcept;
   void on_credit_operation(ChannelState& channel, const transport::Completion& completion) noexcept;
   void on_peer_side_failed(int source, std::uint64_t bits) noexcept;
+  void send_close_notice(ChannelState& channel) noexcept;
+  void on_peer_closed(int source, std::uint64_t bits) noexcept;
+  Status fail_as_peer_closed(ChannelState& channel) noexcept;
   bool channel_write_failure_injected() noexcept;
   bool credit_failure_injected() noexcept;
   Status inject_write_failure(ChannelState& channel, std::uint64_t sequence) noexcept;

@@ -50,6 +50,7 @@ Status ChannelRegistry::start_locked(ChannelState& channel, std::size_t bytes) n
   const ChannelShape& shape = channel.shape;
   SendProgress& send = channel.send;
   if (channel.phase == Phase::failed) return failed(channel);
+  if (channel.peer_closed) return fail_as_peer_closed(channel);
   finish_split(channel);
   if (bytes > shape.slot_bytes)
     return refuse(channel, Errc::invalid_argument, fmt::format("start({}) on a channel of {}-byte slots", bytes, shape.slot_bytes),

@@ -157,7 +157,11 @@ inline constexpr std::uint32_t kCreditSlot = 0xfff;
 // channel failed of its own doing (a write or credit of its failed, or it found a corrupt
 // flag line) and `value` is its error code, so this side fails too instead of waiting.
 inline constexpr std::uint32_t kFailureSlot = 0xffe;
-static_assert(kMaxChannelSlots < kFailureSlot);
+// Slot kClosedSlot, only in a channel message's credits place: the peer closed its side,
+// and `value` is the low 32 bits of what that side counted: messages started (a send
+// side) or taken (a receive side). This side fails once nothing more can come or be read.
+inline constexpr std::uint32_t kClosedSlot = 0xffd;
+static_assert(kMaxChannelSlots < kClosedSlot);
 
 struct Notification {
   std::uint32_t channel_id = 0;
@@ -245,6 +249,8 @@ struct ChannelState {
   bool watching_peer = false;  // this channel waits on its peer: the engine watches it
   Error failure;      // why the channel failed, for every later call
   Errc failure_notice = Errc::ok;  // owed to the peer's side once this side's writes in flight are done
+  bool peer_closed = false;           // the peer's close notice came (kClosedSlot)
+  std::uint32_t peer_closed_count = 0;  // its count: messages the peer started, or took
   Error last_error;   // the last call's refusal
 
   // Handshake.

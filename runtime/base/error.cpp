@@ -19,6 +19,7 @@ std::string_view errc_name(Errc code) noexcept {
     case Errc::peer_unreachable: return "peer unreachable";
     case Errc::timeout: return "timeout";
     case Errc::truncated: return "truncated";
+    case Errc::peer_closed: return "peer closed";
     case Errc::config: return "configuration error";
   }
   return "unknown error";

@@ -141,6 +141,7 @@ std::vector<tether::hostile::RawMessage> hostile_channel_messages() {
       message(kReceiver, {encode({kReceiveChannelId, 0, 8}), 0}, 8),        // another rank than the channel's peer
       message(kHostile, {0, encode({kReceiveChannelId, persist::kFailureSlot, 0})}, 0),  // a failure without a code
       message(kHostile, {0, encode({kReceiveChannelId, persist::kFailureSlot, 999})}, 0),  // an unknown code
+      message(kHostile, {0, encode({kReceiveChannelId, persist::kClosedSlot, 5000})}, 0),  // a close beyond the slots
   };
 }
 

@@ -695,7 +695,8 @@ void bad_input(Runtime& runtime) {
 }
 
 // Channels destroyed with messages in flight (sent, not yet received or released) are
-// reported and safe: the next pair with the same tag works and sees only its own data.
+// reported and safe: the next pair with the same tag works and sees only its own data. A
+// sender whose receiver closed first fails its next start() with peer_closed.
 void close_in_flight(Runtime& runtime) {
   if (runtime.rank() > 1) return;
   ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 25, .slot_bytes = 4096, .slots = 4};
@@ -709,7 +710,10 @@ void close_in_flight(Runtime& runtime) {
         while (out.next_buffer(buffer) == Status::retry) {
         }
         fill(buffer, 0, base + i);
-        CHECK(start_when_possible(out, shape.slot_bytes) != Status::error, "{}", out.last_error().message());
+        // Rank 1 may have closed after its one message already: a start then says so.
+        Status status = start_when_possible(out, shape.slot_bytes);
+        if (status == Status::error && i > 0 && out.last_error().code == tether::Errc::peer_closed) break;
+        CHECK(status != Status::error, "{}", out.last_error().message());
       }  // destroyed here with writes possibly in flight
     } else {
       ReceiveChannel in = make_receive(runtime, shape);
@@ -807,6 +811,15 @@ void peer_death(Runtime& runtime) {
   ::_exit(tether::testing::rank_checks_passed() ? 0 : 1);  // the job is failing anyway; skip the barrier
 }
 
+// A token from rank `from` to its peer: the peer's next step comes after `from`'s last.
+void hand_token(Runtime& runtime, int from, int peer) {
+  int token = 0;
+  tether::Request request;
+  Status posted = runtime.rank() == from ? runtime.isend(&token, sizeof token, peer, 5, request)
+                                         : runtime.irecv(&token, sizeof token, peer, 5, request);
+  CHECK(posted != Status::error && runtime.wait(request) == Status::done, "the token from rank {}", from);
+}
+
 // After a channel failed: one message each way between the two ranks, checksummed.
 void exchange_after_failure(Runtime& runtime, int peer) {
   std::vector<std::byte> mine(10000), theirs(10000);
@@ -828,8 +841,6 @@ void write_failure(Runtime& runtime) {
   if (runtime.rank() > 1) return;
   const int peer = 1 - runtime.rank();
   ChannelShape shape{.peer = peer, .tag = 37, .slot_bytes = 4096, .slots = 4};
-  int token = 0;
-  tether::Request go_ahead;
   if (runtime.rank() == 0) {
     SendChannel out = connected_send(runtime, shape);
     const bool at_post = tether::config::Config::global().choice("TETHER_INJECT_WRITE_FAILURE_AT") == "post";
@@ -847,14 +858,10 @@ void write_failure(Runtime& runtime) {
     bool injected = out.last_error().message().find("TETHER_INJECT_CHANNEL_WRITE_FAILURE") != std::string::npos;
     CHECK(status == Status::error && out.last_error().code == tether::Errc::transport && injected,
           "the injected failure: status {} {}", static_cast<int>(status), out.last_error().message());
-    CHECK(runtime.isend(&token, sizeof token, peer, 5, go_ahead) != Status::error &&
-              runtime.wait(go_ahead) == Status::done,
-          "go-ahead");
+    hand_token(runtime, 0, peer);
   } else {
     ReceiveChannel in = make_receive(runtime, shape);  // it may have failed before a wait_connected
-    CHECK(runtime.irecv(&token, sizeof token, peer, 5, go_ahead) != Status::error &&
-              runtime.wait(go_ahead) == Status::done,
-          "the sender's go-ahead");
+    hand_token(runtime, 0, peer);
     for (std::uint64_t i = 0; i < 2; ++i) {
       Bytes message;
       CHECK(in.wait(message) == Status::done && message.size() == shape.slot_bytes && matches(message, 0, i),
@@ -919,6 +926,88 @@ void credit_failure(Runtime& runtime) {
   exchange_after_failure(runtime, peer);
 }
 
+// Rank 0 starts 3 messages and closes its send channel; only then does rank 1 wait: it must
+// get the 3 (checksums), then fail with peer_closed naming rank 0 instead of waiting for ever.
+void send_side_closes(Runtime& runtime, int peer) {
+  ChannelShape shape{.peer = peer, .tag = 41, .slot_bytes = 4096, .slots = 4};
+  if (runtime.rank() == 0) {
+    {
+      SendChannel out = connected_send(runtime, shape);
+      for (std::uint64_t i = 0; i < 3; ++i) {
+        std::span<std::byte> buffer;
+        while (out.next_buffer(buffer) == Status::retry) {
+        }
+        fill(buffer.first(shape.slot_bytes), 0, i);
+        CHECK(start_when_possible(out, shape.slot_bytes) != Status::error, "start {}: {}", i, out.last_error().message());
+      }
+    }
+    return hand_token(runtime, 0, peer);
+  }
+  ReceiveChannel in = make_receive(runtime, shape);
+  hand_token(runtime, 0, peer);
+  Bytes message;
+  for (std::uint64_t i = 0; i < 3; ++i) {
+    CHECK(in.wait(message) == Status::done && matches(message, 0, i), "message {}: {}", i, in.last_error().message());
+    CHECK(in.release() == Status::done, "release {}", i);
+  }
+  Status status = in.wait(message);
+  CHECK(status == Status::error && in.last_error().code == tether::Errc::peer_closed &&
+            in.last_error().message().find("rank 0 closed its send side (messages it started: 3") != std::string::npos,
+        "after the 3 messages: status {} {}", static_cast<int>(status), in.last_error().message());
+  fmt::print("rank 1 saw its channel closed: {}\n", in.last_error().message());
+}
+
+// Rank 0 starts 2 messages; rank 1 takes one and closes its receive channel. Rank 0's next
+// start() must fail with peer_closed naming rank 1 (it would have waited for a credit).
+void receive_side_closes(Runtime& runtime, int peer) {
+  ChannelShape shape{.peer = peer, .tag = 42, .slot_bytes = 4096, .slots = 2};
+  if (runtime.rank() == 1) {
+    {
+      ReceiveChannel in = connected_receive(runtime, shape);
+      Bytes message;
+      CHECK(in.wait(message) == Status::done && matches(message, 0, 0), "message 0: {}", in.last_error().message());
+      CHECK(in.release() == Status::done, "release");
+    }
+    return hand_token(runtime, 1, peer);
+  }
+  SendChannel out = connected_send(runtime, shape);
+  for (std::uint64_t i = 0; i < 2; ++i) {
+    std::span<std::byte> buffer;
+    while (out.next_buffer(buffer) == Status::retry) {
+    }
+    fill(buffer.first(shape.slot_bytes), 0, i);
+    CHECK(start_when_possible(out, shape.slot_bytes) != Status::error, "start {}: {}", i, out.last_error().message());
+  }
+  CHECK(out.wait() == Status::done, "the 2 writes: {}", out.last_error().message());
+  hand_token(runtime, 1, peer);
+  Status status = start_when_possible(out, shape.slot_bytes);
+  CHECK(status == Status::error && out.last_error().code == tether::Errc::peer_closed &&
+            out.last_error().message().find("rank 1 closed its receive side (messages it took: 1)") != std::string::npos,
+        "a start after the close: status {} {}", static_cast<int>(status), out.last_error().message());
+  fmt::print("rank 0 saw its channel closed: {}\n", out.last_error().message());
+}
+
+// A side that closes its channel tells the other, which fails with peer_closed once nothing
+// more can come or be read, instead of waiting for ever on a live peer. Then both ranks still
+// exchange a message, and a new pair of channels on the same tag carries one, checksummed.
+void peer_closed(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  const int peer = 1 - runtime.rank();
+  send_side_closes(runtime, peer);
+  receive_side_closes(runtime, peer);
+  exchange_after_failure(runtime, peer);
+  ChannelShape again{.peer = peer, .tag = 41, .slot_bytes = 4096, .slots = 4};
+  ReceiveChannel in = make_receive(runtime, again);
+  SendChannel out = make_send(runtime, again);
+  connect(out, in);
+  fill(out.buffer().first(again.slot_bytes), static_cast<std::uint64_t>(runtime.rank()), 9);
+  CHECK(start_when_possible(out, again.slot_bytes) != Status::error, "a new channel: {}", out.last_error().message());
+  Bytes message;
+  CHECK(in.wait(message) == Status::done && matches(message, static_cast<std::uint64_t>(peer), 9),
+        "a new channel's message: {}", in.last_error().message());
+  CHECK(in.release() == Status::done && out.wait() == Status::done, "the new channels");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -930,6 +1019,7 @@ int main(int argc, char** argv) {
       {"user-buffers", user_buffers}, {"self", self}, {"mismatch", mismatch},
       {"bad-input", bad_input}, {"close-in-flight", close_in_flight}, {"fan-in", fan_in},
       {"killed", killed}, {"peer-death", peer_death}, {"write-failure", write_failure}, {"credit-failure", credit_failure},
+      {"peer-closed", peer_closed},
       {"held-slots", held_slots}, {"warm-slot", warm_slot},
       {"warm-large-slot", warm_large_slot}, {"send-buffers", send_buffers}, {"held-large-slots", held_large_slots},
       {"user-slots", user_slots}};

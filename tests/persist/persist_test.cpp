@@ -280,6 +280,21 @@ TEST(PersistFailureTest, FailedCreditFailsBothSides) {
   }
 }
 
+// A side that closes its channel tells the other, which fails with peer_closed once it took
+// what landed (receive side) or at its next start() (send side), instead of waiting for ever.
+TEST(PersistFailureTest, ClosingOneSideFailsTheOther) {
+  for (std::string transport : {"shm", "tcp", "ofitcp", "ofishm"}) {
+    auto outcome = tether::testing::run(
+        {TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "peer-closed"},
+        transport_environment(transport), 90s);
+    SCOPED_TRACE(transport);
+    expect_every_rank_passed(outcome, {"peer-closed", 2, transport, ""});
+    EXPECT_NE(outcome.output.find("rank 1 saw its channel closed"), std::string::npos) << outcome.output;
+    EXPECT_NE(outcome.output.find("rank 0 saw its channel closed"), std::string::npos) << outcome.output;
+    EXPECT_NE(outcome.output.find("without taking the last 1 of the 2 messages"), std::string::npos) << outcome.output;
+  }
+}
+
 TEST(PersistMpirunTest, IntegrityAndManyUnderOpenMpi) {
   if (std::string(MPIRUN_PATH).empty() || ::access(MPIRUN_PATH, X_OK) != 0) GTEST_SKIP() << "mpirun not found";
   tether::testing::PrivateOmpiSession session;

@@ -24,6 +24,7 @@ enum class Errc : std::uint16_t {
   peer_unreachable,   // a peer cannot be reached or died
   timeout,            // an operation did not finish in time
   truncated,          // a message was longer than the buffer posted for it
+  peer_closed,        // the peer closed its side of a persistent channel
   config,             // a TETHER_* variable has a value that cannot be used
   // new codes go above this line: config stays last (messaging::is_error_code)
 };
