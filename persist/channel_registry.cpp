@@ -20,6 +20,13 @@ std::mutex g_registry_creation;
 
 const char* role_name(Role role) noexcept { return role == Role::send ? "send" : "receive"; }
 
+// What this side counts for its close notice: messages started whole (a message whose
+// partitions are not all ready will never land), or taken.
+std::uint64_t count_at_close(const ChannelState& channel) noexcept {
+  if (channel.role == Role::receive) return channel.receive.delivered;
+  return channel.send.started - (channel.send.partitions_left > 0 ? 1 : 0);
+}
+
 }  // namespace
 
 ChannelRegistry& ChannelRegistry::of(Runtime& runtime) {
@@ -110,7 +117,8 @@ Status ChannelRegistry::fail_channel(ChannelState& channel, Errc code, std::stri
   } catch (...) {
     channel.failure.code = code;
   }
-  log::error("persist", "{}", channel.failure.message());
+  if (code == Errc::peer_closed) log::warn("persist", "{}", channel.failure.message());  // the peer's choice
+  else log::error("persist", "{}", channel.failure.message());
   return failed(channel);
 }
 
@@ -165,44 +173,52 @@ void ChannelRegistry::on_peer_side_failed(int source, std::uint64_t bits) noexce
 // can come or be read instead of waiting for ever on a live peer. A failed channel's peer
 // was told already, and a peer that closed first needs no answer.
 void ChannelRegistry::send_close_notice(ChannelState& channel) noexcept {
-  if (channel.phase != Phase::ready || channel.self || channel.peer_closed || channel.peer_channel_id == 0 ||
-      engine_.peer_dead(channel.shape.peer))
+  if (channel.phase != Phase::ready || channel.peer_closed || channel.peer_channel_id == 0) return;
+  std::uint64_t count = count_at_close(channel);
+  if (channel.self) {
+    if (ChannelState* other = find(channel.peer_channel_id)) note_peer_closed(*other, count);
     return;
-  std::uint64_t count = channel.role == Role::send ? channel.send.started : channel.receive.delivered;
+  }
+  if (engine_.peer_dead(channel.shape.peer)) return;
   if (!engine_.send_channel_word(channel.shape.peer, encode({channel.peer_channel_id, kClosedSlot,
                                                              static_cast<std::uint32_t>(count)})))
     log::info("persist", "rank {} was not told that its channel's peer (tag {}) closed", channel.shape.peer,
               channel.shape.tag);
 }
 
-// The peer closed its side after starting (or taking) `value` messages, low 32 bits: at most
-// a slot count ahead of what this side took (or behind what it started).
+// The peer closed its side after starting (or taking) `value` messages, low 32 bits.
 void ChannelRegistry::on_peer_closed(int source, std::uint64_t bits) noexcept {
   ChannelState* channel = channel_of_message(source, bits);
-  if (channel == nullptr) return;  // closed here too (counted), or rejected
-  const bool sends = channel->role == Role::send;
-  const std::uint64_t here = sends ? channel->send.started : channel->receive.delivered;
-  const std::uint32_t count = decode_notification(bits).value;
-  const std::uint32_t apart = sends ? static_cast<std::uint32_t>(here) - count : count - static_cast<std::uint32_t>(here);
-  if (apart > channel->shape.slots) return reject("a close notice more than a slot count from this side's count", bits);
-  channel->peer_closed = true;
-  channel->peer_closed_count = sends ? here - apart : here + apart;
-  if (sends && apart > 0)
-    log::warn("persist", "rank {} closed its receive channel (tag {}) without taking the last {} of the {} messages "
-              "this side started", source, channel->shape.tag, apart, here);
+  if (channel == nullptr || channel->phase == Phase::failed) return;  // closed (counted) or failed here
+  if (channel->peer_closed) return reject("a second close notice", bits);
+  auto count = peer_count_at_close(channel->role, count_at_close(*channel), decode_notification(bits).value,
+                                   channel->shape.slots);
+  if (!count) return reject("a close notice more than a slot count from this side's count", bits);
+  note_peer_closed(*channel, *count);
 }
 
-// Once a closed peer has nothing more to send (a receive side took all), or could read
-// nothing more (a send side): the channel fails instead of waiting.
+void ChannelRegistry::note_peer_closed(ChannelState& channel, std::uint64_t count) noexcept {
+  channel.peer_closed = true;
+  channel.peer_closed_count = count;
+  if (channel.role == Role::send && count < channel.send.started)
+    log::warn("persist", "rank {} closed its receive channel (tag {}) without taking the last {} of the {} messages "
+              "this side started", channel.shape.peer, channel.shape.tag, channel.send.started - count,
+              channel.send.started);
+}
+
+// Once a closed peer could read nothing more (a send side) or has nothing more to send (a
+// receive side that took all): the channel fails instead of waiting.
 Status ChannelRegistry::fail_as_peer_closed(ChannelState& channel) noexcept {
-  const bool sends = channel.role == Role::send;
-  return fail_channel(
-      channel, Errc::peer_closed,
-      sends ? fmt::format("rank {} closed its receive side (messages it took: {}): no message started now would be "
-                          "read", channel.shape.peer, channel.peer_closed_count)
-            : fmt::format("rank {} closed its send side (messages it started: {}, all taken here): no more will come",
-                          channel.shape.peer, channel.peer_closed_count),
-      "close this side too; to go on, create a new pair of channels on both ranks");
+  constexpr const char* kRemedy = "close this side too; to go on, create a new pair of channels on both ranks";
+  if (channel.role == Role::send)
+    return fail_channel(channel, Errc::peer_closed,
+                        fmt::format("rank {} closed its receive side (messages it took: {}): nothing sent now "
+                                    "would be read", channel.shape.peer, channel.peer_closed_count),
+                        kRemedy);
+  return fail_channel(channel, Errc::peer_closed,
+                      fmt::format("rank {} closed its send side (messages it started: {}, all taken here): no "
+                                  "more will come", channel.shape.peer, channel.peer_closed_count),
+                      kRemedy);
 }
 
 // TETHER_INJECT_CHANNEL_WRITE_FAILURE=N: this rank's N-th data write or message to a peer

@@ -167,6 +167,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   void on_peer_side_failed(int source, std::uint64_t bits) noexcept;
   void send_close_notice(ChannelState& channel) noexcept;
   void on_peer_closed(int source, std::uint64_t bits) noexcept;
+  void note_peer_closed(ChannelState& channel, std::uint64_t count) noexcept;
   Status fail_as_peer_closed(ChannelState& channel) noexcept;
   bool channel_write_failure_injected() noexcept;
   bool credit_failure_injected() noexcept;

@@ -238,6 +238,7 @@ Status ChannelRegistry::ready_locked(ChannelState& channel, std::uint32_t partit
   std::lock_guard lock(engine_.progress_mutex());
   SendProgress& send = channel.send;
   if (channel.phase == Phase::failed) return failed(channel);
+  if (channel.peer_closed) return fail_as_peer_closed(channel);
   if (channel.shape.partitions == 1)
     return refuse(channel, Errc::invalid_argument, "ready() on a channel without partitions",
                   "create the channel with partitions > 1, or send with start(bytes)");
@@ -291,7 +292,7 @@ Status ChannelRegistry::copy_to_self(ChannelState& channel, std::uint64_t sequen
                                      std::size_t length, std::uint32_t value) noexcept {
   ChannelState* target = find(channel.peer_channel_id);
   if (target == nullptr)
-    return fail_channel(channel, Errc::peer_unreachable, "its receive channel (on this rank) was closed",
+    return fail_channel(channel, Errc::peer_closed, "its receive channel (on this rank) was closed",
                         "close the send channel too");
   auto slot = channel.position_of(sequence);
   auto buffer = static_cast<std::uint32_t>(sequence % channel.buffer_count());

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -150,7 +151,8 @@ inline constexpr std::uint64_t kCarriedCountModulus = std::uint64_t{1} << 30;
 
 // Notification of a channel write: bit 63 set | target channel id (19 bits) | slot (12
 // bits) | value (32 bits). Slot kCreditSlot: `value` credits for a send channel;
-// kFailureSlot: see below; otherwise a message in `slot`: value = its length, or its partition index.
+// kFailureSlot, kClosedSlot: see below; otherwise a message in `slot`: value = its length, or its
+// partition index.
 static_assert(carried_credits(carry_bits(kMaxChannelId, 0)).channel_id == kMaxChannelId);
 inline constexpr std::uint32_t kCreditSlot = 0xfff;
 // Slot kFailureSlot, only in a channel message's credits place: the peer's side of the
@@ -162,6 +164,17 @@ inline constexpr std::uint32_t kFailureSlot = 0xffe;
 // side) or taken (a receive side). This side fails once nothing more can come or be read.
 inline constexpr std::uint32_t kClosedSlot = 0xffd;
 static_assert(kMaxChannelSlots < kClosedSlot);
+// The peer's whole count from the low 32 bits of its close notice, given this side's own
+// `here`: a send side's receiver took at most `slots` fewer than it started (credits), a
+// receive side's sender started at most `slots` more than it took. nullopt: no peer could.
+[[nodiscard]] constexpr std::optional<std::uint64_t> peer_count_at_close(Role role, std::uint64_t here,
+                                                                        std::uint32_t low,
+                                                                        std::uint32_t slots) noexcept {
+  const auto here_low = static_cast<std::uint32_t>(here);
+  const std::uint32_t apart = role == Role::send ? here_low - low : low - here_low;
+  if (apart > slots || (role == Role::send ? apart > here : apart > ~here)) return std::nullopt;
+  return role == Role::send ? here - apart : here + apart;
+}
 
 struct Notification {
   std::uint32_t channel_id = 0;
@@ -250,7 +263,7 @@ struct ChannelState {
   Error failure;      // why the channel failed, for every later call
   Errc failure_notice = Errc::ok;  // owed to the peer's side once this side's writes in flight are done
   bool peer_closed = false;           // the peer's close notice came (kClosedSlot)
-  std::uint32_t peer_closed_count = 0;  // its count: messages the peer started, or took
+  std::uint64_t peer_closed_count = 0;  // its count: messages the peer started, or took
   Error last_error;   // the last call's refusal
 
   // Handshake.

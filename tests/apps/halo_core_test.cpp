@@ -287,7 +287,7 @@ void expect_copy_matches_the_baseline(void (*copy)(Block&, int, const StencilWei
 
 TEST(HaloStencilTest, Avx2CopyMatchesTheBaselineBitForBit) {
 #if defined(TETHER_APPS_STENCIL_X86)
-  if (!cpu_has_avx2_stencil()) GTEST_SKIP() << "this CPU has no AVX2: only the baseline copy runs here";
+  if (!cpu_has_avx2_stencil()) GTEST_SKIP() << "this CPU has no AVX2 with FMA: only the baseline copy runs here";
   expect_copy_matches_the_baseline(apply_stencil_avx2, "avx2");
 #else
   GTEST_SKIP() << "not an x86-64 build: there is no AVX2 copy";

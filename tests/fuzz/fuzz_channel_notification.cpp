@@ -107,8 +107,22 @@ void carry(Model& model, std::uint64_t bits) {
   FUZZ_ASSERT(model.send.credited + model.send.credit_word_seen <= model.send.started);
 }
 
+// A close notice's count, read against a side's own count `here` (any 64 bits), keeps the
+// low bits it came with and lies on the right side of `here`, at most a slot count away.
+void close_notice(const Model& model, std::uint64_t here, std::uint32_t low) {
+  for (Role role : {Role::send, Role::receive}) {
+    auto count = peer_count_at_close(role, here, low, model.shape.slots);
+    if (!count) continue;
+    FUZZ_ASSERT(static_cast<std::uint32_t>(*count) == low);
+    FUZZ_ASSERT(role == Role::send ? *count <= here && here - *count <= model.shape.slots
+                                   : *count >= here && *count - here <= model.shape.slots);
+  }
+}
+
 void apply(Model& model, std::uint64_t bits) {
   carry(model, bits);
+  close_notice(model, bits, static_cast<std::uint32_t>(bits >> 7));
+  close_notice(model, model.send.started, static_cast<std::uint32_t>(bits));
   Notification notification = decode_notification(bits);
   FUZZ_ASSERT(encode(notification) == (bits | (std::uint64_t{1} << 63)));
   FUZZ_ASSERT(notification.channel_id <= kMaxChannelId && notification.slot <= kCreditSlot);

@@ -646,6 +646,10 @@ void self(Runtime& runtime) {
       CHECK(in.release() == Status::done, "{}", in.last_error().message());
     }
   }
+  { SendChannel closing = std::move(out); }  // the receive side fails once it took all, as with a peer
+  Bytes message;
+  CHECK(in.wait(message) == Status::error && in.last_error().code == tether::Errc::peer_closed,
+        "waiting after the send side closed: {}", in.last_error().message());
 }
 
 // Both sides name both shapes when they disagree.
@@ -926,6 +930,16 @@ void credit_failure(Runtime& runtime) {
   exchange_after_failure(runtime, peer);
 }
 
+// Message `i` of rank 0's stream, filling the whole slot, started once its buffer is free.
+void start_whole_message(SendChannel& out, std::uint64_t i) {
+  std::span<std::byte> buffer;
+  while (out.next_buffer(buffer) == Status::retry) {
+  }
+  fill(buffer.first(out.shape().slot_bytes), 0, i);
+  CHECK(start_when_possible(out, out.shape().slot_bytes) != Status::error, "start {}: {}", i,
+        out.last_error().message());
+}
+
 // Rank 0 starts 3 messages and closes its send channel; only then does rank 1 wait: it must
 // get the 3 (checksums), then fail with peer_closed naming rank 0 instead of waiting for ever.
 void send_side_closes(Runtime& runtime, int peer) {
@@ -933,13 +947,7 @@ void send_side_closes(Runtime& runtime, int peer) {
   if (runtime.rank() == 0) {
     {
       SendChannel out = connected_send(runtime, shape);
-      for (std::uint64_t i = 0; i < 3; ++i) {
-        std::span<std::byte> buffer;
-        while (out.next_buffer(buffer) == Status::retry) {
-        }
-        fill(buffer.first(shape.slot_bytes), 0, i);
-        CHECK(start_when_possible(out, shape.slot_bytes) != Status::error, "start {}: {}", i, out.last_error().message());
-      }
+      for (std::uint64_t i = 0; i < 3; ++i) start_whole_message(out, i);
     }
     return hand_token(runtime, 0, peer);
   }
@@ -952,37 +960,63 @@ void send_side_closes(Runtime& runtime, int peer) {
   }
   Status status = in.wait(message);
   CHECK(status == Status::error && in.last_error().code == tether::Errc::peer_closed &&
-            in.last_error().message().find("rank 0 closed its send side (messages it started: 3") != std::string::npos,
+            in.last_error().message().find("rank 0 closed its send side (messages it started: 3,") !=
+                std::string::npos,
         "after the 3 messages: status {} {}", static_cast<int>(status), in.last_error().message());
   fmt::print("rank 1 saw its channel closed: {}\n", in.last_error().message());
 }
 
-// Rank 0 starts 2 messages; rank 1 takes one and closes its receive channel. Rank 0's next
-// start() must fail with peer_closed naming rank 1 (it would have waited for a credit).
+// Rank 1 already waits for a second message of a partitioned channel when rank 0 starts it,
+// readies one of its two partitions and closes: rank 1's wait must fail with peer_closed
+// counting 1 message (the half-ready one never lands whole).
+void sender_closes_while_waited_on(Runtime& runtime, int peer) {
+  ChannelShape shape{.peer = peer, .tag = 43, .slot_bytes = 8192, .slots = 4, .partitions = 2};
+  if (runtime.rank() == 0) {
+    SendChannel out = connected_send(runtime, shape);
+    for (std::uint64_t i = 0; i < 2; ++i) {
+      if (i == 1) {
+        hand_token(runtime, 1, peer);  // rank 1 took message 0 and waits again
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      fill(out.buffer().first(shape.slot_bytes), 0, i);
+      CHECK(start_when_possible(out, shape.slot_bytes) != Status::error, "start {}: {}", i,
+            out.last_error().message());
+      for (std::uint32_t p = 0; p < (i == 0 ? 2U : 1U); ++p)
+        while (out.ready(p) == Status::retry) {
+        }
+      if (i == 0) CHECK(out.wait() == Status::done, "message 0: {}", out.last_error().message());
+    }
+    return;  // closed with message 1 half ready
+  }
+  ReceiveChannel in = connected_receive(runtime, shape);
+  Bytes message;
+  CHECK(in.wait(message) == Status::done && matches(message, 0, 0), "message 0: {}", in.last_error().message());
+  CHECK(in.release() == Status::done, "release");
+  hand_token(runtime, 1, peer);
+  Status status = in.wait(message);
+  CHECK(status == Status::error && in.last_error().code == tether::Errc::peer_closed &&
+            in.last_error().message().find("rank 0 closed its send side (messages it started: 1,") != std::string::npos,
+        "waiting for message 1: status {} {}", static_cast<int>(status), in.last_error().message());
+}
+
+// Rank 0 starts 2 messages; rank 1 takes one, keeps it (no credit goes back) and closes its
+// receive channel. Rank 0, out of credits, must fail its next start() with peer_closed
+// naming rank 1 once the close notice comes, where it would have waited for ever.
 void receive_side_closes(Runtime& runtime, int peer) {
   ChannelShape shape{.peer = peer, .tag = 42, .slot_bytes = 4096, .slots = 2};
   if (runtime.rank() == 1) {
-    {
-      ReceiveChannel in = connected_receive(runtime, shape);
-      Bytes message;
-      CHECK(in.wait(message) == Status::done && matches(message, 0, 0), "message 0: {}", in.last_error().message());
-      CHECK(in.release() == Status::done, "release");
-    }
-    return hand_token(runtime, 1, peer);
+    ReceiveChannel in = connected_receive(runtime, shape);
+    Bytes message;
+    CHECK(in.wait(message) == Status::done && matches(message, 0, 0), "message 0: {}", in.last_error().message());
+    return;  // closed holding message 0, message 1 not taken
   }
   SendChannel out = connected_send(runtime, shape);
-  for (std::uint64_t i = 0; i < 2; ++i) {
-    std::span<std::byte> buffer;
-    while (out.next_buffer(buffer) == Status::retry) {
-    }
-    fill(buffer.first(shape.slot_bytes), 0, i);
-    CHECK(start_when_possible(out, shape.slot_bytes) != Status::error, "start {}: {}", i, out.last_error().message());
-  }
+  for (std::uint64_t i = 0; i < 2; ++i) start_whole_message(out, i);
   CHECK(out.wait() == Status::done, "the 2 writes: {}", out.last_error().message());
-  hand_token(runtime, 1, peer);
   Status status = start_when_possible(out, shape.slot_bytes);
   CHECK(status == Status::error && out.last_error().code == tether::Errc::peer_closed &&
-            out.last_error().message().find("rank 1 closed its receive side (messages it took: 1)") != std::string::npos,
+            out.last_error().message().find("rank 1 closed its receive side (messages it took: 1)") !=
+                std::string::npos,
         "a start after the close: status {} {}", static_cast<int>(status), out.last_error().message());
   fmt::print("rank 0 saw its channel closed: {}\n", out.last_error().message());
 }
@@ -994,6 +1028,7 @@ void peer_closed(Runtime& runtime) {
   if (runtime.rank() > 1) return;
   const int peer = 1 - runtime.rank();
   send_side_closes(runtime, peer);
+  sender_closes_while_waited_on(runtime, peer);
   receive_side_closes(runtime, peer);
   exchange_after_failure(runtime, peer);
   ChannelShape again{.peer = peer, .tag = 41, .slot_bytes = 4096, .slots = 4};

@@ -94,7 +94,9 @@ class SendChannel {
   SendChannel& operator=(SendChannel&& other) noexcept;
   SendChannel(const SendChannel&) = delete;
   SendChannel& operator=(const SendChannel&) = delete;
-  ~SendChannel();  // waits briefly for writes in flight; reports and leaks what is left
+  // Waits briefly for writes in flight (reports and leaks what is left), then tells the
+  // receiver's side, which fails with peer_closed once it took every message started.
+  ~SendChannel();
 
   // done once the handshake finished, posted while it runs, error on a mismatch or a
   // dead peer (last_error() names both sides' values).
@@ -109,8 +111,8 @@ class SendChannel {
   // One RDMA write of buffer()[0, bytes) into the receiver's next slot (or one send of
   // it, see TETHER_CHANNEL_INLINE_MAX). posted, or done when the bytes already left the
   // buffer; retry when no credit, the buffer is busy or the handshake runs (progress and call again);
-  // error for bytes > slot_bytes or a failed channel. Partitioned channels: starts a
-  // message whose partitions go out with ready().
+  // error for bytes > slot_bytes, a failed channel or a receiver that closed its side
+  // (peer_closed). Partitioned channels: starts a message whose partitions go out with ready().
   [[nodiscard]] Status start(std::size_t bytes) noexcept;
   // Partitioned channels: partition `index` of the started message is ready; written now.
   [[nodiscard]] Status ready(std::uint32_t index) noexcept;
@@ -139,13 +141,16 @@ class ReceiveChannel {
   ReceiveChannel& operator=(ReceiveChannel&& other) noexcept;
   ReceiveChannel(const ReceiveChannel&) = delete;
   ReceiveChannel& operator=(const ReceiveChannel&) = delete;
-  ~ReceiveChannel();  // its slots stay reserved while the sender may still write
+  // Its slots stay reserved while the sender may still write; the sender's side is told
+  // and fails its next start() with peer_closed.
+  ~ReceiveChannel();
 
   [[nodiscard]] Status test_connected() noexcept;
   [[nodiscard]] Expected<void> wait_connected();
 
   // done: `message` views the next message (in send order) where it landed; it stays
-  // valid until release(). posted: nothing new yet. error: the channel failed.
+  // valid until release(). posted: nothing new yet. error: the channel failed, or its
+  // sender closed its side and every message it started was taken (peer_closed).
   [[nodiscard]] Status test(std::span<const std::byte>& message) noexcept;
   [[nodiscard]] Status wait(std::span<const std::byte>& message) noexcept;
   // Partitioned channels: whether partition `index` of the next message has landed.
