@@ -835,6 +835,20 @@ void exchange_after_failure(Runtime& runtime, int peer) {
   CHECK(matches(theirs, static_cast<std::uint64_t>(peer), 7), "the message after the failure");
 }
 
+// After a channel failed or closed: a new pair of `shape` each way carries one message
+// (filled with `seed`), checksummed.
+void exchange_on_new_channels(Runtime& runtime, const ChannelShape& shape, std::uint64_t seed) {
+  ReceiveChannel in = make_receive(runtime, shape);
+  SendChannel out = make_send(runtime, shape);
+  connect(out, in);
+  fill(out.buffer().first(shape.slot_bytes), static_cast<std::uint64_t>(runtime.rank()), seed);
+  CHECK(start_when_possible(out, shape.slot_bytes) != Status::error, "a new channel: {}", out.last_error().message());
+  Bytes message;
+  CHECK(in.wait(message) == Status::done && matches(message, static_cast<std::uint64_t>(shape.peer), seed),
+        "a new channel's message: {}", in.last_error().message());
+  CHECK(in.release() == Status::done && out.wait() == Status::done, "the new channels");
+}
+
 // Run with TETHER_INJECT_CHANNEL_WRITE_FAILURE=3 (and _AT=post or completion) on a
 // transport whose channel messages are posted (not shm-own's direct stores): rank 0's
 // third message fails, at start() or at wait(). Rank 1 waits only afterwards: it must still
@@ -880,16 +894,7 @@ void write_failure(Runtime& runtime) {
     fmt::print("rank 1 saw its channel fail: {}\n", in.last_error().message());
   }
   exchange_after_failure(runtime, peer);
-  ChannelShape fresh{.peer = peer, .tag = 38, .slot_bytes = 4096, .slots = 2};
-  ReceiveChannel in = make_receive(runtime, fresh);
-  SendChannel out = make_send(runtime, fresh);
-  connect(out, in);
-  fill(out.buffer().first(fresh.slot_bytes), static_cast<std::uint64_t>(runtime.rank()), 8);
-  CHECK(start_when_possible(out, fresh.slot_bytes) != Status::error, "a new channel: {}", out.last_error().message());
-  Bytes message;
-  CHECK(in.wait(message) == Status::done && matches(message, static_cast<std::uint64_t>(peer), 8),
-        "a new channel's message: {}", in.last_error().message());
-  CHECK(in.release() == Status::done && out.wait() == Status::done, "the new channels");
+  exchange_on_new_channels(runtime, ChannelShape{.peer = peer, .tag = 38, .slot_bytes = 4096, .slots = 2}, 8);
 }
 
 // Run with TETHER_INJECT_CREDIT_FAILURE=1 where credits are messages or writes (not
@@ -1030,17 +1035,8 @@ void peer_closed(Runtime& runtime) {
   send_side_closes(runtime, peer);
   sender_closes_while_waited_on(runtime, peer);
   receive_side_closes(runtime, peer);
-  exchange_after_failure(runtime, peer);
-  ChannelShape again{.peer = peer, .tag = 41, .slot_bytes = 4096, .slots = 4};
-  ReceiveChannel in = make_receive(runtime, again);
-  SendChannel out = make_send(runtime, again);
-  connect(out, in);
-  fill(out.buffer().first(again.slot_bytes), static_cast<std::uint64_t>(runtime.rank()), 9);
-  CHECK(start_when_possible(out, again.slot_bytes) != Status::error, "a new channel: {}", out.last_error().message());
-  Bytes message;
-  CHECK(in.wait(message) == Status::done && matches(message, static_cast<std::uint64_t>(peer), 9),
-        "a new channel's message: {}", in.last_error().message());
-  CHECK(in.release() == Status::done && out.wait() == Status::done, "the new channels");
+  exchange_after_failure(runtime, peer);  // and a new pair on the tag of a closed one
+  exchange_on_new_channels(runtime, ChannelShape{.peer = peer, .tag = 41, .slot_bytes = 4096, .slots = 4}, 9);
 }
 
 }  // namespace
