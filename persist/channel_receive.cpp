@@ -300,11 +300,7 @@ void ChannelRegistry::return_credits(ChannelState& channel) noexcept {
     receive.unreported = 0;
     return;
   }
-  if (credit_failure_injected()) {
-    (void)fail_channel_and_tell_peer(channel, Errc::transport, "credits failed: injected by TETHER_INJECT_CREDIT_FAILURE",
-                                     "unset TETHER_INJECT_CREDIT_FAILURE (it is for tests)");
-    return;
-  }
+  if (credit_failure_injected()) return inject_credit_failure(channel);
   if (channel.inline_max > 0) return send_credit_message(channel);
   Status status = engine_.transport().write_with_notification(
       channel.transport_peer, channel.credit_word, sizeof(std::uint64_t), nullptr, channel.peer_landing, 0,

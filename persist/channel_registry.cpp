@@ -263,6 +263,32 @@ Status ChannelRegistry::inject_write_failure(ChannelState& channel, std::uint64_
   return Status::posted;
 }
 
+// At its post, the credit fails there; at its completion (TETHER_INJECT_WRITE_FAILURE_AT),
+// it is taken as posted, never reaches the sender, and completes with the error at the next
+// progress pass (on_credit_operation: a credit write fails the channel, a message is owed again).
+void ChannelRegistry::inject_credit_failure(ChannelState& channel) noexcept {
+  if (!inject_at_completion_) {
+    (void)fail_channel_and_tell_peer(channel, Errc::transport, "credits failed: injected by TETHER_INJECT_CREDIT_FAILURE",
+                                     "unset TETHER_INJECT_CREDIT_FAILURE (it is for tests)");
+    return;
+  }
+  ReceiveProgress& receive = channel.receive;
+  const bool message = channel.inline_max > 0;
+  if (message && receive.credit_message_busy) return owe_credits(channel);
+  transport::Completion failed;
+  failed.kind = transport::CompletionKind::error;
+  failed.failed_kind = message ? transport::CompletionKind::send_done : transport::CompletionKind::write_done;
+  failed.error = Errc::transport;
+  failed.peer = channel.transport_peer;
+  failed.context = operation_context(channel.id, true, 0);
+  failed.cause = "injected by TETHER_INJECT_CREDIT_FAILURE at completion";
+  engine_.complete_at_next_pass(failed);
+  receive.credit_message_busy = message;
+  receive.credits_in_message = message ? static_cast<std::uint32_t>(receive.unreported) : 0;
+  ++(message ? stats_.credit_messages : stats_.credit_writes);
+  receive.unreported = 0;
+}
+
 Status ChannelRegistry::failed(ChannelState& channel) noexcept {
   channel.last_error = channel.failure;
   return Status::error;

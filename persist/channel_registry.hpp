@@ -172,6 +172,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   bool channel_write_failure_injected() noexcept;
   bool credit_failure_injected() noexcept;
   Status inject_write_failure(ChannelState& channel, std::uint64_t sequence) noexcept;
+  void inject_credit_failure(ChannelState& channel) noexcept;
   Status failed(ChannelState& channel) noexcept;
   void reject(const char* why, std::uint64_t notification) noexcept;
 

@@ -97,12 +97,14 @@ constexpr Option kOptions[] = {
      "stores) fails as a transport error would; the channel fails and tells its peer's side (0: never)"},
     {"TETHER_INJECT_WRITE_FAILURE_AT", "post", Kind::choice,
      "Fault injection, for tests: where the write TETHER_INJECT_WRITE_FAILURE or TETHER_INJECT_CHANNEL_WRITE_FAILURE "
-     "names fails: its post (the send or start() fails), or its completion (the write never reaches the peer, the "
-     "ones after it are posted, and the error comes back at the next progress pass)",
+     "names, or the credit TETHER_INJECT_CREDIT_FAILURE names, fails: its post (the send, start() or credit fails), "
+     "or its completion (it never reaches the peer, the ones after it are posted, and the error comes back at the "
+     "next progress pass)",
      "post|completion"},
     {"TETHER_INJECT_CREDIT_FAILURE", "0", Kind::integer,
      "Fault injection, for tests: this rank's N-th persistent-channel credit message or write (not shm-own's "
-     "direct stores) fails at its post; the receive channel fails and tells its sender (0: never)"},
+     "direct stores) fails (where: TETHER_INJECT_WRITE_FAILURE_AT); the receive channel fails and tells its sender, "
+     "or, a credit message failing at its completion, owes the credits again (0: never)"},
     {"TETHER_RNDV_CHUNK", "2M", Kind::size, "Rendezvous transfers move in RMA operations of at most this size"},
     {"TETHER_PROGRESS_THREAD", "off", Kind::boolean, "Run a thread that drives progress continuously"},
     {"TETHER_YIELD", "auto", Kind::choice,

@@ -815,6 +815,39 @@ void peer_death(Runtime& runtime) {
   ::_exit(tether::testing::rank_checks_passed() ? 0 : 1);  // the job is failing anyway; skip the barrier
 }
 
+// Message `i` of rank 0's stream, filling the whole slot, started once its buffer is free.
+void start_whole_message(SendChannel& out, std::uint64_t i) {
+  std::span<std::byte> buffer;
+  while (out.next_buffer(buffer) == Status::retry) {
+  }
+  fill(buffer.first(out.shape().slot_bytes), 0, i);
+  CHECK(start_when_possible(out, out.shape().slot_bytes) != Status::error, "start {}: {}", i,
+        out.last_error().message());
+}
+
+// Run with TETHER_INJECT_CREDIT_FAILURE=1 and TETHER_INJECT_WRITE_FAILURE_AT=completion
+// where credits are messages: rank 1's first credit message fails at its completion and is
+// owed again. Rank 0 streams 8 messages through 2 slots; rank 1 releases the first 6, then
+// holds message 6 while it waits for 7, which needs every credit of the 6: a credit lost
+// for good would leave both waiting until tether-run's timeout.
+void credit_owed_again(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 44, .slot_bytes = 4096, .slots = 2};
+  if (runtime.rank() == 0) {
+    SendChannel out = connected_send(runtime, shape);
+    for (std::uint64_t i = 0; i < 8; ++i) start_whole_message(out, i);
+    CHECK(out.wait() == Status::done, "the stream: {}", out.last_error().message());
+    return;
+  }
+  ReceiveChannel in = connected_receive(runtime, shape);
+  for (std::uint64_t i = 0; i < 8; ++i) {
+    Bytes message;
+    CHECK(in.wait(message) == Status::done && matches(message, 0, i), "message {}: {}", i, in.last_error().message());
+    if (i < 6 || i == 7) CHECK(in.release() == Status::done, "release {}", i);
+  }
+  CHECK(in.release() == Status::done, "release 7");
+}
+
 // A token from rank `from` to its peer: the peer's next step comes after `from`'s last.
 void hand_token(Runtime& runtime, int from, int peer) {
   int token = 0;
@@ -935,16 +968,6 @@ void credit_failure(Runtime& runtime) {
   exchange_after_failure(runtime, peer);
 }
 
-// Message `i` of rank 0's stream, filling the whole slot, started once its buffer is free.
-void start_whole_message(SendChannel& out, std::uint64_t i) {
-  std::span<std::byte> buffer;
-  while (out.next_buffer(buffer) == Status::retry) {
-  }
-  fill(buffer.first(out.shape().slot_bytes), 0, i);
-  CHECK(start_when_possible(out, out.shape().slot_bytes) != Status::error, "start {}: {}", i,
-        out.last_error().message());
-}
-
 // Rank 0 starts 3 messages and closes its send channel; only then does rank 1 wait: it must
 // get the 3 (checksums), then fail with peer_closed naming rank 0 instead of waiting for ever.
 void send_side_closes(Runtime& runtime, int peer) {
@@ -1050,7 +1073,7 @@ int main(int argc, char** argv) {
       {"user-buffers", user_buffers}, {"self", self}, {"mismatch", mismatch},
       {"bad-input", bad_input}, {"close-in-flight", close_in_flight}, {"fan-in", fan_in},
       {"killed", killed}, {"peer-death", peer_death}, {"write-failure", write_failure}, {"credit-failure", credit_failure},
-      {"peer-closed", peer_closed},
+      {"peer-closed", peer_closed}, {"credit-owed-again", credit_owed_again},
       {"held-slots", held_slots}, {"warm-slot", warm_slot},
       {"warm-large-slot", warm_large_slot}, {"send-buffers", send_buffers}, {"held-large-slots", held_large_slots},
       {"user-slots", user_slots}};

@@ -266,17 +266,36 @@ TEST(PersistFailureTest, FailedWriteFailsBothSides) {
   }
 }
 
-// A receiver's credit that fails at its post (injected) fails its channel and, told by it,
-// the sender's, which would otherwise wait for that credit for ever.
+// A receiver's credit that fails at its post, or a credit write that fails at its
+// completion (injected), fails its channel and, told by it, the sender's, which would
+// otherwise wait for that credit for ever.
 TEST(PersistFailureTest, FailedCreditFailsBothSides) {
-  for (std::string transport : {"tcp", "ownrma", "ofitcp", "tcprma"}) {
+  for (auto [transport, at] : {std::pair{"tcp", "post"}, {"ownrma", "post"}, {"ofitcp", "post"}, {"tcprma", "post"},
+                               {"ownrma", "completion"}, {"tcprma", "completion"}}) {
     auto environment = transport_environment(transport);
     environment.push_back("TETHER_INJECT_CREDIT_FAILURE=1");
+    environment.push_back(std::string("TETHER_INJECT_WRITE_FAILURE_AT=") + at);
     auto outcome = tether::testing::run(
         {TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "credit-failure"}, environment, 90s);
-    SCOPED_TRACE(transport);
+    SCOPED_TRACE(std::string(transport) + " at " + at);
     expect_every_rank_passed(outcome, {"credit-failure", 2, transport, ""});
     EXPECT_NE(outcome.output.find("rank 0 saw its channel fail"), std::string::npos) << outcome.output;
+  }
+}
+
+// A credit message that fails at its completion (injected) is owed again: the stream
+// through 2 slots goes on whole, where its sender would have starved.
+TEST(PersistFailureTest, FailedCreditMessageIsOwedAgain) {
+  for (std::string transport : {"tcp", "ofitcp"}) {
+    auto environment = transport_environment(transport);
+    environment.push_back("TETHER_INJECT_CREDIT_FAILURE=1");
+    environment.push_back("TETHER_INJECT_WRITE_FAILURE_AT=completion");
+    auto outcome = tether::testing::run(
+        {TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "credit-owed-again"}, environment, 90s);
+    SCOPED_TRACE(transport);
+    expect_every_rank_passed(outcome, {"credit-owed-again", 2, transport, ""});
+    EXPECT_NE(outcome.output.find("injected by TETHER_INJECT_CREDIT_FAILURE at completion"), std::string::npos)
+        << outcome.output;
   }
 }
 
