@@ -300,6 +300,7 @@ void ChannelRegistry::return_credits(ChannelState& channel) noexcept {
     receive.unreported = 0;
     return;
   }
+  if (channel.inline_max > 0 && receive.credit_message_busy) return owe_credits(channel);  // one at a time
   if (credit_failure_injected()) return inject_credit_failure(channel);
   if (channel.inline_max > 0) return send_credit_message(channel);
   Status status = engine_.transport().write_with_notification(

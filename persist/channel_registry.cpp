@@ -231,7 +231,7 @@ bool ChannelRegistry::channel_write_failure_injected() noexcept {
 }
 
 // TETHER_INJECT_CREDIT_FAILURE=N: this rank's N-th credit message or write to a peer
-// fails at its post, once.
+// fails, once, at its post or its completion (TETHER_INJECT_WRITE_FAILURE_AT).
 bool ChannelRegistry::credit_failure_injected() noexcept {
   if (inject_credit_failure_ == 0 || credit_failure_fired_ ||
       stats_.credit_messages + stats_.credit_writes + 1 != inject_credit_failure_)
@@ -268,13 +268,13 @@ Status ChannelRegistry::inject_write_failure(ChannelState& channel, std::uint64_
 // progress pass (on_credit_operation: a credit write fails the channel, a message is owed again).
 void ChannelRegistry::inject_credit_failure(ChannelState& channel) noexcept {
   if (!inject_at_completion_) {
-    (void)fail_channel_and_tell_peer(channel, Errc::transport, "credits failed: injected by TETHER_INJECT_CREDIT_FAILURE",
-                                     "unset TETHER_INJECT_CREDIT_FAILURE (it is for tests)");
+    constexpr const char* kRemedy = "unset TETHER_INJECT_CREDIT_FAILURE (it is for tests)";
+    (void)fail_channel_and_tell_peer(channel, Errc::transport,
+                                     "credits failed: injected by TETHER_INJECT_CREDIT_FAILURE", kRemedy);
     return;
   }
   ReceiveProgress& receive = channel.receive;
   const bool message = channel.inline_max > 0;
-  if (message && receive.credit_message_busy) return owe_credits(channel);
   transport::Completion failed;
   failed.kind = transport::CompletionKind::error;
   failed.failed_kind = message ? transport::CompletionKind::send_done : transport::CompletionKind::write_done;

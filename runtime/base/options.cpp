@@ -98,8 +98,7 @@ constexpr Option kOptions[] = {
     {"TETHER_INJECT_WRITE_FAILURE_AT", "post", Kind::choice,
      "Fault injection, for tests: where the write TETHER_INJECT_WRITE_FAILURE or TETHER_INJECT_CHANNEL_WRITE_FAILURE "
      "names, or the credit TETHER_INJECT_CREDIT_FAILURE names, fails: its post (the send, start() or credit fails), "
-     "or its completion (it never reaches the peer, the ones after it are posted, and the error comes back at the "
-     "next progress pass)",
+     "or its completion (it never reaches the peer, and the error comes back at the next progress pass)",
      "post|completion"},
     {"TETHER_INJECT_CREDIT_FAILURE", "0", Kind::integer,
      "Fault injection, for tests: this rank's N-th persistent-channel credit message or write (not shm-own's "

@@ -843,9 +843,9 @@ void credit_owed_again(Runtime& runtime) {
   for (std::uint64_t i = 0; i < 8; ++i) {
     Bytes message;
     CHECK(in.wait(message) == Status::done && matches(message, 0, i), "message {}: {}", i, in.last_error().message());
-    if (i < 6 || i == 7) CHECK(in.release() == Status::done, "release {}", i);
+    if (i < 6) CHECK(in.release() == Status::done, "release {}", i);
   }
-  CHECK(in.release() == Status::done, "release 7");
+  CHECK(in.release() == Status::done && in.release() == Status::done, "release 6 and 7");
 }
 
 // A token from rank `from` to its peer: the peer's next step comes after `from`'s last.
@@ -932,9 +932,11 @@ void write_failure(Runtime& runtime) {
 
 // Run with TETHER_INJECT_CREDIT_FAILURE=1 where credits are messages or writes (not
 // shm-own's direct stores): rank 0 streams to rank 1 through 2 slots, and rank 1's first
-// credit fails at its post. Rank 1's channel fails; rank 0, told, must fail at a start() or
-// wait() (it would wait for the credit for ever) naming rank 1. Then both still exchange a
-// message, checksummed.
+// credit fails at its post (or, a credit write, at its completion). Rank 1's channel fails;
+// rank 0, told, must fail at a start() or wait() (it would wait for the credit for ever)
+// naming rank 1. Then both still exchange a message, checksummed. At completion the failure
+// shows a progress pass late, so rank 1 may take up to 3 messages: the credit of a second
+// release may let message 2 land first.
 void credit_failure(Runtime& runtime) {
   if (runtime.rank() > 1) return;
   const int peer = 1 - runtime.rank();
@@ -960,7 +962,8 @@ void credit_failure(Runtime& runtime) {
       CHECK(matches(message, 0, taken), "message {}", taken);
       CHECK(in.release() == Status::done, "release {}", taken);
     }
-    CHECK(taken >= 1 && taken <= 2 && status == Status::error &&
+    const bool at_post = tether::config::Config::global().choice("TETHER_INJECT_WRITE_FAILURE_AT") == "post";
+    CHECK(taken >= 1 && taken <= (at_post ? 2U : 3U) && status == Status::error &&
               in.last_error().message().find("TETHER_INJECT_CREDIT_FAILURE") != std::string::npos,
           "the receiver took {} messages, then status {} {}", taken, static_cast<int>(status),
           in.last_error().message());
@@ -1058,8 +1061,9 @@ void peer_closed(Runtime& runtime) {
   send_side_closes(runtime, peer);
   sender_closes_while_waited_on(runtime, peer);
   receive_side_closes(runtime, peer);
-  exchange_after_failure(runtime, peer);  // and a new pair on the tag of a closed one
-  exchange_on_new_channels(runtime, ChannelShape{.peer = peer, .tag = 41, .slot_bytes = 4096, .slots = 4}, 9);
+  exchange_after_failure(runtime, peer);
+  exchange_on_new_channels(  // on the tag of a closed pair
+      runtime, ChannelShape{.peer = peer, .tag = 41, .slot_bytes = 4096, .slots = 4}, 9);
 }
 
 }  // namespace
