@@ -1,7 +1,8 @@
 // tether-bench-stencil: one halo2d iteration's compute on one rank's 2-rank share of the
-// n=256 grid (256 x 128 cells, radius 2), per stencil copy, beside the edge reflections.
-// The copies give the same bits (HaloStencilTest); their ratio is what the vector units buy,
-// and the reflections are every --comm mode's shared cost besides the stencil.
+// n=256 grid (256 x 128 cells, radius 2), per stencil copy, and with the edges' ghosts
+// filled by a pass of their own or as the stencil writes the rows. The copies give the same
+// bits (HaloStencilTest); their ratio is what the vector units buy, and the edges are every
+// --comm mode's shared cost besides the stencil.
 // Run: tether-bench-stencil --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
@@ -11,7 +12,8 @@
 namespace {
 
 using tether::apps::Block;
-using StencilCopy = void (*)(Block&, int, const tether::apps::StencilWeights&, const tether::apps::Box&);
+using StencilCopy = void (*)(Block&, int, const tether::apps::StencilWeights&, const tether::apps::Box&,
+                             tether::apps::XEdges);
 
 tether::apps::Problem two_rank_share() {
   tether::apps::Problem problem;
@@ -27,7 +29,7 @@ void run_copy(benchmark::State& state, StencilCopy copy, bool available) {
   tether::apps::fill_initial(block, problem);
   auto weights = tether::apps::stencil_weights(problem.radius, problem.dims);
   for (auto _ : state) {
-    copy(block, problem.dims, weights, block.owned_box());
+    copy(block, problem.dims, weights, block.owned_box(), tether::apps::XEdges{true, true});
     block.swap_current_and_next();
   }
   state.SetItemsProcessed(state.iterations() * block.owned_cells());
@@ -47,17 +49,25 @@ BENCHMARK(avx2);
 BENCHMARK(avx512);
 #endif
 
-// The four edges' ghosts of the same block (what a rank with no neighbour fills).
-void edge_reflections(benchmark::State& state) {
+// One rank's whole compute per iteration with no neighbour, both ways: the stencil, then a
+// pass filling all four edges' ghosts (before session 29), against the stencil filling the
+// x edges' ghosts as it writes each row, then the two y edges' ghost rows (now).
+void iteration(benchmark::State& state, bool fuse_x_edges) {
   tether::apps::Problem problem = two_rank_share();
   Block block(problem, 0);
   tether::apps::fill_initial(block, problem);
+  auto weights = tether::apps::stencil_weights(problem.radius, problem.dims);
+  tether::apps::XEdges edges{fuse_x_edges, fuse_x_edges};
   for (auto _ : state) {
-    for (int face = 0; face < 2 * problem.dims; ++face) block.reflect_at_edge(face);
-    benchmark::ClobberMemory();
+    for (int face = fuse_x_edges ? 2 : 0; face < 2 * problem.dims; ++face) block.reflect_at_edge(face);
+    tether::apps::apply_stencil(block, problem.dims, weights, block.owned_box(), edges);
+    block.swap_current_and_next();
   }
 }
-BENCHMARK(edge_reflections);
+void stencil_then_edge_pass(benchmark::State& state) { iteration(state, false); }
+void stencil_filling_x_edges(benchmark::State& state) { iteration(state, true); }
+BENCHMARK(stencil_then_edge_pass);
+BENCHMARK(stencil_filling_x_edges);
 
 }  // namespace
 

@@ -137,14 +137,7 @@ void Block::reflect_across_x(bool high) {
   for (int field = 0; field < fields_; ++field) {
     double* values = current(field);
     for_each_row(*this, rows, [&](std::size_t first, std::size_t) {
-      double* row = values + first + (edge - rows.lo[0]);  // cell x = edge of this row
-      if (high) {
-        row[0] = 0.0;
-        for (std::int64_t depth = 1; depth < radius_; ++depth) row[depth] = -row[-depth];
-      } else {
-        row[-1] = 0.0;
-        for (std::int64_t depth = 1; depth < radius_; ++depth) row[-1 - depth] = -row[depth - 1];
-      }
+      reflect_row_across_x(values + first + (edge - rows.lo[0]), radius_, high);  // cell x = edge of this row
     });
   }
 }

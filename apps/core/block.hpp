@@ -79,6 +79,18 @@ class Block {
   // Ghosts beyond the global edge mirror the owned cells with the sign flipped (odd
   // reflection), so a sine that vanishes one cell outside the grid stays an eigenvector.
   void reflect_at_edge(int face);
+  // The x ghosts of one row by the same rule, `edge` pointing at cell x = 0 (low) or at
+  // x = extent, one past the last owned cell (high).
+  static void reflect_row_across_x(double* edge, std::int64_t radius, bool high) noexcept {
+    if (radius == 0) return;
+    if (high) {
+      edge[0] = 0.0;
+      for (std::int64_t depth = 1; depth < radius; ++depth) edge[depth] = -edge[-depth];
+    } else {
+      edge[-1] = 0.0;
+      for (std::int64_t depth = 1; depth < radius; ++depth) edge[-1 - depth] = -edge[depth - 1];
+    }
+  }
 
  private:
   [[nodiscard]] std::size_t field_offset(int field) const { return static_cast<std::size_t>(field) * field_cells_; }

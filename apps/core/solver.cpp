@@ -35,11 +35,13 @@ tl::unexpected<Error> exchange_failed(int iteration) {
 }
 
 // Packs every face, starts the exchange and fills the ghosts at the grid's edges (they
-// mirror owned cells only, so they need no halo).
+// mirror owned cells only, so they need no halo); those across x the stencil filled as it
+// wrote the rows (XEdges).
 Status start_exchange(Block& block, const HaloPlan& plan, HaloExchange& exchange) {
   for (std::size_t i = 0; i < plan.send_faces.size(); ++i) block.pack(plan.send_faces[i], exchange.send_buffer(i));
   if (exchange.start() != Status::done) return Status::error;
-  for (int face : plan.edge_faces) block.reflect_at_edge(face);
+  for (int face : plan.edge_faces)
+    if (face_axis(face) != 0) block.reflect_at_edge(face);
   return Status::done;
 }
 
@@ -105,6 +107,7 @@ HaloPlan make_halo_plan(const Block& block, const Problem& problem, int rank) {
     int peer = neighbour_across(rank, face, problem.procs);
     if (peer < 0) {
       plan.edge_faces.push_back(face);
+      if (face_axis(face) == 0) (face_is_high(face) ? plan.x_edges.high : plan.x_edges.low) = true;
       continue;
     }
     std::size_t doubles = block.face_doubles(face);
@@ -124,6 +127,8 @@ Expected<LoopTimes> run_iterations(Block& block, const Problem& problem, const H
   StencilWeights weights = stencil_weights(problem.radius, problem.dims);
   LoopTimes times;
   int faulty_iteration = problem.iterations / 2;
+  for (int face : plan.edge_faces)  // from then on the stencil refills them (XEdges)
+    if (face_axis(face) == 0) block.reflect_at_edge(face);
   Clock::time_point loop_start = Clock::now();
   for (int iteration = 0; iteration < problem.iterations; ++iteration) {
     bool at_fault = settings.fault_rank && iteration == faulty_iteration;
@@ -134,13 +139,13 @@ Expected<LoopTimes> run_iterations(Block& block, const Problem& problem, const H
     if (!settings.overlap && finish_exchange(block, plan, exchange, skip_unpack) != Status::done)
       return exchange_failed(iteration);
     Clock::time_point started = Clock::now();
-    apply_stencil(block, problem.dims, weights, plan.interior);
+    apply_stencil(block, problem.dims, weights, plan.interior, plan.x_edges);
     burn_compute(problem.compute_us);
     Clock::time_point overlapped = Clock::now();
     if (settings.overlap && finish_exchange(block, plan, exchange, skip_unpack) != Status::done)
       return exchange_failed(iteration);
     Clock::time_point finished = Clock::now();
-    for (const Box& cells : plan.rim) apply_stencil(block, problem.dims, weights, cells);
+    for (const Box& cells : plan.rim) apply_stencil(block, problem.dims, weights, cells, plan.x_edges);
     block.swap_current_and_next();
     Clock::time_point computed = Clock::now();
     times.comm_s += seconds_between(start, started) + seconds_between(overlapped, finished);

@@ -19,6 +19,7 @@ struct HaloPlan {
   std::vector<int> send_faces;     // send_faces[i] is packed into send_buffer(i)
   std::vector<int> receive_faces;  // receive_buffer(i) is unpacked into ghost face receive_faces[i]
   std::vector<int> edge_faces;
+  XEdges x_edges;  // edge faces across x: the stencil refills their ghosts as it writes rows
   std::size_t halo_bytes_per_iteration = 0;  // bytes this rank sends per iteration
   // The owned cells split by what they read: `interior` reads no ghost a neighbour fills
   // (its x bounds moved to whole cache lines where that leaves cells); `rim` is the rest.

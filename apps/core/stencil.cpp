@@ -80,16 +80,16 @@ const char* stencil_copy_name() noexcept {
   return cpu_has_avx2_stencil() ? "avx2" : "baseline";
 }
 
-void apply_stencil_baseline(Block& block, int dims, const StencilWeights& weights, const Box& cells) {
-  apply_stencil_fields(block, dims, weights, cells);
+void apply_stencil_baseline(Block& block, int dims, const StencilWeights& weights, const Box& cells, XEdges edges) {
+  apply_stencil_fields(block, dims, weights, cells, edges);
 }
 
-void apply_stencil(Block& block, int dims, const StencilWeights& weights, const Box& cells) {
+void apply_stencil(Block& block, int dims, const StencilWeights& weights, const Box& cells, XEdges edges) {
 #if defined(TETHER_APPS_STENCIL_X86)
-  if (cpu_has_avx512_stencil()) return apply_stencil_avx512(block, dims, weights, cells);
-  if (cpu_has_avx2_stencil()) return apply_stencil_avx2(block, dims, weights, cells);
+  if (cpu_has_avx512_stencil()) return apply_stencil_avx512(block, dims, weights, cells, edges);
+  if (cpu_has_avx2_stencil()) return apply_stencil_avx2(block, dims, weights, cells, edges);
 #endif
-  apply_stencil_baseline(block, dims, weights, cells);
+  apply_stencil_baseline(block, dims, weights, cells, edges);
 }
 
 std::vector<Mode> modes_of_field(int field, int dims) {

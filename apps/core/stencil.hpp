@@ -25,15 +25,22 @@ struct StencilWeights {
 // block.next = stencil(block.current). The order of operations per cell never depends
 // on the decomposition, nor on how the cells are split into boxes, so every process grid
 // computes bitwise-identical fields.
-void apply_stencil(Block& block, int dims, const StencilWeights& weights, const Box& cells);
+// Global edges across x (no neighbour there): the stencil also fills block.next's x ghosts
+// of every row it writes that reaches such an edge, as Block::reflect_at_edge would, while
+// the row's ends are in cache; the iteration that reads them needs no pass of its own.
+struct XEdges {
+  bool low = false;
+  bool high = false;
+};
+void apply_stencil(Block& block, int dims, const StencilWeights& weights, const Box& cells, XEdges edges = {});
 // apply_stencil picks one of three copies of the loops by the CPU. Each, for the test
 // that compares them bit for bit: the baseline copy and, on x86-64 builds, the AVX2 and
 // the AVX-512 copies (callable only where cpu_has_avx2_stencil() and
 // cpu_has_avx512_stencil() say so).
-void apply_stencil_baseline(Block& block, int dims, const StencilWeights& weights, const Box& cells);
+void apply_stencil_baseline(Block& block, int dims, const StencilWeights& weights, const Box& cells, XEdges edges);
 #if defined(TETHER_APPS_STENCIL_X86)
-void apply_stencil_avx2(Block& block, int dims, const StencilWeights& weights, const Box& cells);
-void apply_stencil_avx512(Block& block, int dims, const StencilWeights& weights, const Box& cells);
+void apply_stencil_avx2(Block& block, int dims, const StencilWeights& weights, const Box& cells, XEdges edges);
+void apply_stencil_avx512(Block& block, int dims, const StencilWeights& weights, const Box& cells, XEdges edges);
 #endif
 [[nodiscard]] bool cpu_has_avx2_stencil() noexcept;
 [[nodiscard]] bool cpu_has_avx512_stencil() noexcept;

@@ -4,8 +4,8 @@
 
 namespace tether::apps {
 
-void apply_stencil_avx2(Block& block, int dims, const StencilWeights& weights, const Box& cells) {
-  apply_stencil_fields(block, dims, weights, cells);
+void apply_stencil_avx2(Block& block, int dims, const StencilWeights& weights, const Box& cells, XEdges edges) {
+  apply_stencil_fields(block, dims, weights, cells, edges);
 }
 
 }  // namespace tether::apps

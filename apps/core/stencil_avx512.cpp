@@ -79,8 +79,8 @@ TETHER_STENCIL_TARGET std::int64_t wide_row_cells(const double* in, double* out,
 
 namespace tether::apps {
 
-void apply_stencil_avx512(Block& block, int dims, const StencilWeights& weights, const Box& cells) {
-  apply_stencil_fields(block, dims, weights, cells);
+void apply_stencil_avx512(Block& block, int dims, const StencilWeights& weights, const Box& cells, XEdges edges) {
+  apply_stencil_fields(block, dims, weights, cells, edges);
 }
 
 }  // namespace tether::apps

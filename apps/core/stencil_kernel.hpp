@@ -44,38 +44,44 @@ TETHER_STENCIL_TARGET void stencil_row(const double* in, double* out, std::int64
   }
 }
 
-// The rows of `cells` (owned cells, not empty) in one field.
+// The rows of `cells` (owned cells, not empty) in one field, and the x ghosts of each
+// written row that reaches a global edge in `edges`.
 template <int Dims, int Radius>
-TETHER_STENCIL_TARGET void stencil_field(Block& block, int field, const double* c, int radius, const Box& cells) {
+TETHER_STENCIL_TARGET void stencil_field(Block& block, int field, const double* c, int radius, const Box& cells,
+                                         XEdges edges) {
   const double* in = block.current(field);
   double* out = block.next(field);
   const std::int64_t count = cells.hi[0] - cells.lo[0];
+  const bool low = edges.low && cells.lo[0] == 0;
+  const bool high = edges.high && cells.hi[0] == block.extent()[0];
   for (std::int64_t z = cells.lo[2]; z < cells.hi[2]; ++z) {
     for (std::int64_t y = cells.lo[1]; y < cells.hi[1]; ++y) {
       std::size_t row = block.index(cells.lo[0], y, z);
       stencil_row<Dims, Radius>(in + row, out + row, count, block.stride_y(), block.stride_z(), c, radius);
+      if (low) Block::reflect_row_across_x(out + row, radius, false);
+      if (high) Block::reflect_row_across_x(out + row + count, radius, true);
     }
   }
 }
 
 template <int Dims>
 TETHER_STENCIL_TARGET void stencil_field_any_radius(Block& block, int field, const double* c, int radius,
-                                                    const Box& cells) {
+                                                    const Box& cells, XEdges edges) {
   switch (radius) {
-    case 1: return stencil_field<Dims, 1>(block, field, c, radius, cells);
-    case 2: return stencil_field<Dims, 2>(block, field, c, radius, cells);
-    case 3: return stencil_field<Dims, 3>(block, field, c, radius, cells);
-    default: return stencil_field<Dims, 0>(block, field, c, radius, cells);
+    case 1: return stencil_field<Dims, 1>(block, field, c, radius, cells, edges);
+    case 2: return stencil_field<Dims, 2>(block, field, c, radius, cells, edges);
+    case 3: return stencil_field<Dims, 3>(block, field, c, radius, cells, edges);
+    default: return stencil_field<Dims, 0>(block, field, c, radius, cells, edges);
   }
 }
 
 [[maybe_unused]] TETHER_STENCIL_TARGET void apply_stencil_fields(Block& block, int dims, const StencilWeights& weights,
-                                                                 const Box& cells) {
+                                                                 const Box& cells, XEdges edges) {
   if (cells.cells() <= 0) return;
   const int radius = static_cast<int>(weights.c.size()) - 1;
   for (int field = 0; field < block.fields(); ++field) {
-    if (dims == 3) stencil_field_any_radius<3>(block, field, weights.c.data(), radius, cells);
-    else stencil_field_any_radius<2>(block, field, weights.c.data(), radius, cells);
+    if (dims == 3) stencil_field_any_radius<3>(block, field, weights.c.data(), radius, cells, edges);
+    else stencil_field_any_radius<2>(block, field, weights.c.data(), radius, cells, edges);
   }
 }
 

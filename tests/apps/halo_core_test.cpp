@@ -258,7 +258,8 @@ TEST(HaloVerifyTest, SerialRunMatchesTheAnalyticSolution) {
 // 8 and 16 cells, whose last vector reads the right ghosts, 33 and 37, which the baseline
 // loop finishes, and 5, shorter than one vector).
 #if defined(TETHER_APPS_STENCIL_X86)
-void expect_copy_matches_the_baseline(void (*copy)(Block&, int, const StencilWeights&, const Box&), const char* name) {
+void expect_copy_matches_the_baseline(void (*copy)(Block&, int, const StencilWeights&, const Box&, XEdges),
+                                      const char* name) {
   for (int dims : {2, 3}) {
     for (std::int64_t row_cells : {8, 16, 33, 37, 5}) {
       for (int radius = 1; radius <= 4; ++radius) {
@@ -268,8 +269,8 @@ void expect_copy_matches_the_baseline(void (*copy)(Block&, int, const StencilWei
         for (int face = 0; face < 2 * dims; ++face) baseline.reflect_at_edge(face);
         Block wide = baseline;
         StencilWeights weights = stencil_weights(radius, dims);
-        apply_stencil_baseline(baseline, dims, weights, baseline.owned_box());
-        copy(wide, dims, weights, wide.owned_box());
+        apply_stencil_baseline(baseline, dims, weights, baseline.owned_box(), XEdges{});
+        copy(wide, dims, weights, wide.owned_box(), XEdges{});
         for (int field = 0; field < 2; ++field) {
           for_each_cell(Box{{0, 0, 0}, baseline.extent()}, [&](std::int64_t x, std::int64_t y, std::int64_t z) {
             std::size_t at = baseline.index(x, y, z);
@@ -284,6 +285,47 @@ void expect_copy_matches_the_baseline(void (*copy)(Block&, int, const StencilWei
   }
 }
 #endif
+
+// With XEdges, the stencil leaves in block.next the x ghosts reflect_at_edge would give it,
+// in whichever box writes a row's end (the row split in two boxes here), and touches no
+// ghost of a row whose box stops short of the edge.
+TEST(HaloStencilTest, FusedEdgeGhostsMatchTheReflection) {
+  for (int dims : {2, 3}) {
+    for (int radius = 1; radius <= 4; ++radius) {
+      Problem problem{dims, {37, 11, dims == 3 ? 7 : 1}, {1, 1, 1}, radius, 2, 1, 0};
+      Block fused(problem, 0);
+      fill_initial(fused, problem);
+      for (int face = 0; face < 2 * dims; ++face) fused.reflect_at_edge(face);
+      Block inner = fused;
+      StencilWeights weights = stencil_weights(radius, dims);
+      Box left = fused.owned_box(), right = fused.owned_box(), middle = fused.owned_box();
+      left.hi[0] = right.lo[0] = 16;
+      middle.lo[0] = 1;
+      middle.hi[0] = 36;
+      apply_stencil(fused, dims, weights, left, XEdges{true, true});
+      apply_stencil(fused, dims, weights, right, XEdges{true, true});
+      apply_stencil(inner, dims, weights, middle, XEdges{true, true});
+      Block reflected = fused;
+      reflected.swap_current_and_next();
+      reflected.reflect_at_edge(0);
+      reflected.reflect_at_edge(1);
+      Box rows = fused.owned_box();
+      for (int field = 0; field < 2; ++field) {
+        for_each_cell(rows, [&](std::int64_t, std::int64_t y, std::int64_t z) {
+          for (std::int64_t depth = 1; depth <= radius; ++depth) {
+            for (std::int64_t x : {-depth, rows.hi[0] - 1 + depth}) {
+              std::size_t at = fused.index(x, y, z);
+              ASSERT_EQ(std::bit_cast<std::uint64_t>(fused.next(field)[at]),
+                        std::bit_cast<std::uint64_t>(reflected.current(field)[at]))
+                  << "dims " << dims << " radius " << radius << " ghost (" << x << ", " << y << ", " << z << ")";
+              ASSERT_EQ(inner.next(field)[at], 0.0) << "a box short of the edge wrote ghost (" << x << ", " << y << ")";
+            }
+          }
+        });
+      }
+    }
+  }
+}
 
 TEST(HaloStencilTest, Avx2CopyMatchesTheBaselineBitForBit) {
 #if defined(TETHER_APPS_STENCIL_X86)
