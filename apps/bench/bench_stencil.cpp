@@ -29,7 +29,7 @@ void run_copy(benchmark::State& state, StencilCopy copy, bool available) {
   tether::apps::fill_initial(block, problem);
   auto weights = tether::apps::stencil_weights(problem.radius, problem.dims);
   for (auto _ : state) {
-    copy(block, problem.dims, weights, block.owned_box(), tether::apps::XEdges{true, true});
+    copy(block, problem.dims, weights, block.owned_box(), tether::apps::XEdges{});
     block.swap_current_and_next();
   }
   state.SetItemsProcessed(state.iterations() * block.owned_cells());
@@ -50,7 +50,7 @@ BENCHMARK(avx512);
 #endif
 
 // One rank's whole compute per iteration with no neighbour, both ways: the stencil, then a
-// pass filling all four edges' ghosts (before session 29), against the stencil filling the
+// pass filling all four edges' ghosts (as before XEdges), against the stencil filling the
 // x edges' ghosts as it writes each row, then the two y edges' ghost rows (now).
 void iteration(benchmark::State& state, bool fuse_x_edges) {
   tether::apps::Problem problem = two_rank_share();

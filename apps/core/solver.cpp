@@ -41,7 +41,7 @@ Status start_exchange(Block& block, const HaloPlan& plan, HaloExchange& exchange
   for (std::size_t i = 0; i < plan.send_faces.size(); ++i) block.pack(plan.send_faces[i], exchange.send_buffer(i));
   if (exchange.start() != Status::done) return Status::error;
   for (int face : plan.edge_faces)
-    if (face_axis(face) != 0) block.reflect_at_edge(face);
+    if (!stencil_fills(plan, face)) block.reflect_at_edge(face);
   return Status::done;
 }
 
@@ -99,7 +99,23 @@ std::vector<Box> rim_boxes(const Block& block, const Box& interior) {
   return rim;
 }
 
+// The stencil may fill an x edge's ghosts only where every box reaching that edge also
+// holds the radius - 1 cells next to it: the reflection reads them from the row just written
+// (a thin block's interior may stop short of them, and the rim comes later).
+bool boxes_hold_edge_cells(const HaloPlan& plan, std::int64_t extent_x, int radius, bool high) {
+  auto holds = [&](const Box& box) {
+    if (box.cells() <= 0) return true;
+    if (high) return box.hi[0] != extent_x || box.lo[0] <= extent_x - (radius - 1);
+    return box.lo[0] != 0 || box.hi[0] >= radius - 1;
+  };
+  return holds(plan.interior) && std::all_of(plan.rim.begin(), plan.rim.end(), holds);
+}
+
 }  // namespace
+
+bool stencil_fills(const HaloPlan& plan, int face) {
+  return face_axis(face) == 0 && (face_is_high(face) ? plan.x_edges.high : plan.x_edges.low);
+}
 
 HaloPlan make_halo_plan(const Block& block, const Problem& problem, int rank) {
   HaloPlan plan;
@@ -107,7 +123,6 @@ HaloPlan make_halo_plan(const Block& block, const Problem& problem, int rank) {
     int peer = neighbour_across(rank, face, problem.procs);
     if (peer < 0) {
       plan.edge_faces.push_back(face);
-      if (face_axis(face) == 0) (face_is_high(face) ? plan.x_edges.high : plan.x_edges.low) = true;
       continue;
     }
     std::size_t doubles = block.face_doubles(face);
@@ -119,6 +134,11 @@ HaloPlan make_halo_plan(const Block& block, const Problem& problem, int rank) {
   }
   plan.interior = interior_box(block, plan.receive_faces, problem.radius);
   plan.rim = rim_boxes(block, plan.interior);
+  for (int face : plan.edge_faces) {
+    if (face_axis(face) != 0 || !boxes_hold_edge_cells(plan, block.extent()[0], problem.radius, face_is_high(face)))
+      continue;
+    (face_is_high(face) ? plan.x_edges.high : plan.x_edges.low) = true;
+  }
   return plan;
 }
 
@@ -128,7 +148,7 @@ Expected<LoopTimes> run_iterations(Block& block, const Problem& problem, const H
   LoopTimes times;
   int faulty_iteration = problem.iterations / 2;
   for (int face : plan.edge_faces)  // from then on the stencil refills them (XEdges)
-    if (face_axis(face) == 0) block.reflect_at_edge(face);
+    if (stencil_fills(plan, face)) block.reflect_at_edge(face);
   Clock::time_point loop_start = Clock::now();
   for (int iteration = 0; iteration < problem.iterations; ++iteration) {
     bool at_fault = settings.fault_rank && iteration == faulty_iteration;

@@ -19,7 +19,7 @@ struct HaloPlan {
   std::vector<int> send_faces;     // send_faces[i] is packed into send_buffer(i)
   std::vector<int> receive_faces;  // receive_buffer(i) is unpacked into ghost face receive_faces[i]
   std::vector<int> edge_faces;
-  XEdges x_edges;  // edge faces across x: the stencil refills their ghosts as it writes rows
+  XEdges x_edges;  // edge faces across x whose ghosts the stencil refills as it writes rows
   std::size_t halo_bytes_per_iteration = 0;  // bytes this rank sends per iteration
   // The owned cells split by what they read: `interior` reads no ghost a neighbour fills
   // (its x bounds moved to whole cache lines where that leaves cells); `rim` is the rest.
@@ -30,13 +30,15 @@ struct HaloPlan {
 // Message tags name the receiver's ghost face, so a rank that is both neighbours of
 // another along one axis (2 ranks on that axis) cannot mix the two messages up.
 [[nodiscard]] HaloPlan make_halo_plan(const Block& block, const Problem& problem, int rank);
+// Whether the stencil fills edge face `face`'s ghosts (x_edges), so no pass of its own does.
+[[nodiscard]] bool stencil_fills(const HaloPlan& plan, int face);
 
 // Test-only failure injection: proves verification catches a wrong halo.
 enum class Fault { none, stale_ghosts, killed };
 
 struct LoopTimes {
   double total_s = 0;
-  double comm_s = 0;     // pack + exchange + unpack + edge reflection (what overlap left exposed)
+  double comm_s = 0;     // pack + exchange + unpack + edge fill left to a pass (what overlap left exposed)
   double compute_s = 0;  // stencil + compute knob
 };
 

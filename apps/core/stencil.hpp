@@ -27,7 +27,8 @@ struct StencilWeights {
 // computes bitwise-identical fields.
 // Global edges across x (no neighbour there): the stencil also fills block.next's x ghosts
 // of every row it writes that reaches such an edge, as Block::reflect_at_edge would, while
-// the row's ends are in cache; the iteration that reads them needs no pass of its own.
+// the row's ends are in cache; the iteration that reads them needs no pass of its own. A box
+// reaching such an edge must hold the radius - 1 cells next to it (make_halo_plan checks).
 struct XEdges {
   bool low = false;
   bool high = false;

@@ -327,6 +327,47 @@ TEST(HaloStencilTest, FusedEdgeGhostsMatchTheReflection) {
   }
 }
 
+// The same through make_halo_plan's interior and rim, in the loop's order, on blocks down
+// to radius + 1 cells across x beside a neighbour: every face the plan lets the stencil fill
+// ends up as reflect_at_edge would leave it (a thin block's interior may stop short of the
+// cells a reflection reads; the plan must not fuse that edge then).
+TEST(HaloStencilTest, PlannedBoxesFillTheEdgeGhostsTheyClaim) {
+  for (int dims : {2, 3}) {
+    for (int radius = 1; radius <= 4; ++radius) {
+      for (std::int64_t cells_x = 2 * (radius + 1); cells_x <= 2 * (radius + 1) + 12; ++cells_x) {
+        Problem problem{dims, {cells_x, 16, dims == 3 ? 6 : 1}, {2, 1, 1}, radius, 1, 1, 0};
+        for (int rank = 0; rank < 2; ++rank) {
+          Block block(problem, rank);
+          HaloPlan plan = make_halo_plan(block, problem, rank);
+          fill_initial(block, problem);
+          for (int face = 0; face < 2 * dims; ++face) block.reflect_at_edge(face);
+          StencilWeights weights = stencil_weights(radius, dims);
+          apply_stencil(block, dims, weights, plan.interior, plan.x_edges);
+          for (const Box& cells : plan.rim) apply_stencil(block, dims, weights, cells, plan.x_edges);
+          block.swap_current_and_next();
+          Block reflected = block;
+          for (int face : plan.edge_faces) reflected.reflect_at_edge(face);
+          Box rows = block.owned_box();
+          rows.hi[0] = 1;
+          for_each_cell(rows, [&](std::int64_t, std::int64_t y, std::int64_t z) {
+            for (int face : plan.edge_faces) {
+              if (!stencil_fills(plan, face)) continue;
+              for (std::int64_t depth = 1; depth <= radius; ++depth) {
+                std::int64_t x = face_is_high(face) ? block.extent()[0] - 1 + depth : -depth;
+                std::size_t at = block.index(x, y, z);
+                ASSERT_EQ(std::bit_cast<std::uint64_t>(block.current(0)[at]),
+                          std::bit_cast<std::uint64_t>(reflected.current(0)[at]))
+                    << dims << "D radius " << radius << " extent " << block.extent()[0] << " rank " << rank
+                    << " ghost (" << x << ", " << y << ", " << z << ")";
+              }
+            }
+          });
+        }
+      }
+    }
+  }
+}
+
 TEST(HaloStencilTest, Avx2CopyMatchesTheBaselineBitForBit) {
 #if defined(TETHER_APPS_STENCIL_X86)
   if (!cpu_has_avx2_stencil()) GTEST_SKIP() << "this CPU has no AVX2 with FMA: only the baseline copy runs here";
