@@ -249,14 +249,8 @@ Status ChannelRegistry::inject_write_failure(ChannelState& channel, std::uint64_
     return fail_channel_and_tell_peer(channel, Errc::transport,
                                       "a write failed: injected by TETHER_INJECT_CHANNEL_WRITE_FAILURE", kRemedy);
   std::uint32_t buffer = channel.buffer_of(sequence);
-  transport::Completion failed;
-  failed.kind = transport::CompletionKind::error;
-  failed.failed_kind = transport::CompletionKind::write_done;
-  failed.error = Errc::transport;
-  failed.peer = channel.transport_peer;
-  failed.context = operation_context(channel.id, false, buffer);
-  failed.cause = "injected by TETHER_INJECT_CHANNEL_WRITE_FAILURE at completion";
-  engine_.complete_at_next_pass(failed);
+  fail_at_next_pass(channel, transport::CompletionKind::write_done, operation_context(channel.id, false, buffer),
+                    "injected by TETHER_INJECT_CHANNEL_WRITE_FAILURE at completion");
   if (channel.ordered_landing) take_slot(channel, sequence, landing_slot_of(channel, sequence));
   ++channel.send.writes_in_flight;
   ++channel.send.buffer_writes[buffer];
@@ -275,18 +269,26 @@ void ChannelRegistry::inject_credit_failure(ChannelState& channel) noexcept {
   }
   ReceiveProgress& receive = channel.receive;
   const bool message = channel.inline_max > 0;
-  transport::Completion failed;
-  failed.kind = transport::CompletionKind::error;
-  failed.failed_kind = message ? transport::CompletionKind::send_done : transport::CompletionKind::write_done;
-  failed.error = Errc::transport;
-  failed.peer = channel.transport_peer;
-  failed.context = operation_context(channel.id, true, 0);
-  failed.cause = "injected by TETHER_INJECT_CREDIT_FAILURE at completion";
-  engine_.complete_at_next_pass(failed);
+  fail_at_next_pass(channel, message ? transport::CompletionKind::send_done : transport::CompletionKind::write_done,
+                    operation_context(channel.id, true, 0), "injected by TETHER_INJECT_CREDIT_FAILURE at completion");
   receive.credit_message_busy = message;
   receive.credits_in_message = message ? static_cast<std::uint32_t>(receive.unreported) : 0;
   ++(message ? stats_.credit_messages : stats_.credit_writes);
   receive.unreported = 0;
+}
+
+// An injected failure of this channel's operation `context` (a `kind` posted as done): its
+// error completion comes at the engine's next progress pass, as a transport's would.
+void ChannelRegistry::fail_at_next_pass(const ChannelState& channel, transport::CompletionKind kind,
+                                        std::uint64_t context, const char* cause) noexcept {
+  transport::Completion failed;
+  failed.kind = transport::CompletionKind::error;
+  failed.failed_kind = kind;
+  failed.error = Errc::transport;
+  failed.peer = channel.transport_peer;
+  failed.context = context;
+  failed.cause = cause;
+  engine_.complete_at_next_pass(failed);
 }
 
 Status ChannelRegistry::failed(ChannelState& channel) noexcept {

@@ -173,6 +173,8 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   bool credit_failure_injected() noexcept;
   Status inject_write_failure(ChannelState& channel, std::uint64_t sequence) noexcept;
   void inject_credit_failure(ChannelState& channel) noexcept;
+  void fail_at_next_pass(const ChannelState& channel, transport::CompletionKind kind, std::uint64_t context,
+                         const char* cause) noexcept;
   Status failed(ChannelState& channel) noexcept;
   void reject(const char* why, std::uint64_t notification) noexcept;
 

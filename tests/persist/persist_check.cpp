@@ -848,6 +848,11 @@ void credit_owed_again(Runtime& runtime) {
   CHECK(in.release() == Status::done && in.release() == Status::done, "release 6 and 7");
 }
 
+// Where TETHER_INJECT_WRITE_FAILURE_AT puts an injected failure: its post (or completion).
+bool injected_at_post() {
+  return tether::config::Config::global().choice("TETHER_INJECT_WRITE_FAILURE_AT") == "post";
+}
+
 // A token from rank `from` to its peer: the peer's next step comes after `from`'s last.
 void hand_token(Runtime& runtime, int from, int peer) {
   int token = 0;
@@ -894,7 +899,7 @@ void write_failure(Runtime& runtime) {
   ChannelShape shape{.peer = peer, .tag = 37, .slot_bytes = 4096, .slots = 4};
   if (runtime.rank() == 0) {
     SendChannel out = connected_send(runtime, shape);
-    const bool at_post = tether::config::Config::global().choice("TETHER_INJECT_WRITE_FAILURE_AT") == "post";
+    const bool at_post = injected_at_post();
     for (std::uint64_t i = 0; i < 3; ++i) {  // no wait in between: the failure meets writes in flight
       std::span<std::byte> buffer;
       while (out.next_buffer(buffer) == Status::retry) {
@@ -962,7 +967,7 @@ void credit_failure(Runtime& runtime) {
       CHECK(matches(message, 0, taken), "message {}", taken);
       CHECK(in.release() == Status::done, "release {}", taken);
     }
-    const bool at_post = tether::config::Config::global().choice("TETHER_INJECT_WRITE_FAILURE_AT") == "post";
+    const bool at_post = injected_at_post();
     CHECK(taken >= 1 && taken <= (at_post ? 2U : 3U) && status == Status::error &&
               in.last_error().message().find("TETHER_INJECT_CREDIT_FAILURE") != std::string::npos,
           "the receiver took {} messages, then status {} {}", taken, static_cast<int>(status),
