@@ -92,10 +92,10 @@ Status ChannelRegistry::post_message(ChannelState& channel, std::uint64_t sequen
   return Status::posted;
 }
 
-// The credit message lives in the receive channel's credit line; one at a time.
+// The credit message lives in the receive channel's credit line; one at a time (the caller,
+// return_credits, owes the credits while one is on its way).
 void ChannelRegistry::send_credit_message(ChannelState& channel) noexcept {
   ReceiveProgress& receive = channel.receive;
-  if (receive.credit_message_busy) return owe_credits(channel);
   auto credits = static_cast<std::uint32_t>(receive.unreported);
   messaging::ChannelCarry carry{0, encode({channel.peer_channel_id, kCreditSlot, credits})};
   auto* message = reinterpret_cast<std::byte*>(channel.credit_word);
