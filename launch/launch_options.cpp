@@ -1,4 +1,4 @@
-// Parses `tether-run -n N [--timeout D] [--kill-after D] [--tag-output] [--bind-to core|none]
+// Parses `tether-run -n N [--timeout D] [--kill-after D] [--tag-output] [--bind-to auto|core|none]
 // [--netns A,B] program args...`.
 #include "launch/launch_options.hpp"
 
@@ -60,9 +60,9 @@ Expected<bool> apply_valued_flag(LaunchOptions& options, std::string_view flag, 
     if (!duration) return tl::unexpected(duration.error());
     (flag == "--timeout" ? options.timeout : options.kill_after) = *duration;
   } else if (flag == "--bind-to") {
-    if (value != "core" && value != "none")
-      return tl::unexpected(usage_error(fmt::format("--bind-to '{}' is not core or none", value)));
-    options.bind_to_core = value == "core";
+    if (value != "auto" && value != "core" && value != "none")
+      return tl::unexpected(usage_error(fmt::format("--bind-to '{}' is not auto, core or none", value)));
+    options.binding = value == "core" ? Binding::core : value == "none" ? Binding::none : Binding::automatic;
   } else if (flag == "--netns") {
     auto names = parse_namespace_list(value);
     if (!names) return tl::unexpected(names.error());
@@ -77,15 +77,18 @@ Expected<bool> apply_valued_flag(LaunchOptions& options, std::string_view flag, 
 
 std::string usage_text() {
   return "usage: tether-run -n N [--timeout DURATION] [--kill-after DURATION] [--tag-output]\n"
-         "                  [--bind-to core|none] [--netns NS1,NS2,...] program [args...]\n"
+         "                  [--bind-to auto|core|none] [--netns NS1,NS2,...] program [args...]\n"
          "Starts N ranks of `program` on this node under an embedded PMIx server.\n"
          "  -n, -np N             number of ranks (1 to 4096)\n"
          "  --timeout DURATION    stop the job after DURATION (e.g. 30s, 5m); exit code 124\n"
          "  --kill-after DURATION after a rank fails, how long the others may run before\n"
          "                        SIGTERM, then SIGKILL 2 s later (default 10s)\n"
          "  --tag-output          prefix every output line with \"[rank R] \"\n"
-         "  --bind-to core|none   core: rank r runs only on the r-th CPU this launcher may\n"
-         "                        use (as mpirun binds up to 2 ranks); none (default)\n"
+         "  --bind-to auto|core|none\n"
+         "                        core: rank r runs only on the r-th CPU this launcher may\n"
+         "                        use (as mpirun binds up to 2 ranks); none: the kernel\n"
+         "                        places the ranks; auto (default): core when the ranks\n"
+         "                        fit those CPUs, none when they do not\n"
          "  --netns NS1,NS2,...   one host per network namespace (/run/netns/NAME): rank r\n"
          "                        runs in namespace r % count; ranks on different hosts\n"
          "                        talk over the network transport\n"

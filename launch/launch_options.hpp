@@ -9,12 +9,16 @@
 
 namespace tether::launch {
 
+// --bind-to: auto binds like core when the ranks fit the CPUs this launcher may use, and
+// like none when they do not.
+enum class Binding { automatic, core, none };
+
 struct LaunchOptions {
   int ranks = 0;
   std::chrono::nanoseconds timeout{0};                       // 0: none
   std::chrono::nanoseconds kill_after{std::chrono::seconds(10)};  // survivors' grace after a failure
   bool tag_output = false;
-  bool bind_to_core = false;                                 // --bind-to core: rank r on the r-th allowed CPU
+  Binding binding = Binding::automatic;                      // --bind-to: rank r on the r-th allowed CPU, or not
   std::vector<std::string> netns;                            // --netns: one host per namespace
   bool show_help = false;
   std::vector<std::string> command;                          // program and its arguments

@@ -51,12 +51,8 @@ tether::Expected<std::optional<tether::launch::SharedInterface>> open_hosts(
 }
 
 int run_job(const tether::launch::LaunchOptions& options, int signal_fd) {
-  std::vector<int> rank_cpus;
-  if (options.bind_to_core) {
-    auto cpus = tether::launch::cpus_for_ranks(options.ranks);
-    if (!cpus) return launcher_failed(cpus.error());
-    rank_cpus = std::move(*cpus);
-  }
+  auto rank_cpus = tether::launch::cpus_for_ranks(options.binding, options.ranks);
+  if (!rank_cpus) return launcher_failed(rank_cpus.error());
   tether::launch::NetworkNamespaces hosts;
   auto listen_on = open_hosts(options, hosts);
   if (!listen_on) return launcher_failed(listen_on.error());
@@ -65,7 +61,7 @@ int run_job(const tether::launch::LaunchOptions& options, int signal_fd) {
   auto placement = tether::launch::make_placement(options.ranks, options.netns);
   auto server = tether::launch::PmixServer::start(directory->path(), std::move(placement), *listen_on);
   if (!server) return launcher_failed(server.error());
-  tether::launch::Job job(options, **server, hosts, signal_fd, std::move(rank_cpus));
+  tether::launch::Job job(options, **server, hosts, signal_fd, std::move(*rank_cpus));
   return job.run();
 }
 

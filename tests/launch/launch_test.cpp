@@ -89,10 +89,36 @@ TEST(TetherRun, BindToCoreRefusesMoreRanksThanCpus) {
   EXPECT_NE(outcome.output.find("--bind-to core gives each rank a CPU of its own, but " + ranks + " ranks"),
             std::string::npos)
       << outcome.output;
-  EXPECT_NE(outcome.output.find("drop --bind-to core"), std::string::npos) << outcome.output;
+  EXPECT_NE(outcome.output.find("pass --bind-to auto or none"), std::string::npos) << outcome.output;
   auto bad = run({tether_run(), "-n", "2", "--bind-to", "socket", "/bin/true"}, {}, kWatchdog);
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
-  EXPECT_NE(bad.output.find("--bind-to 'socket' is not core or none"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("--bind-to 'socket' is not auto, core or none"), std::string::npos) << bad.output;
+}
+
+// The default, --bind-to auto: bound as by core while the ranks fit the CPUs, unbound past them.
+TEST(TetherRun, BindsByDefaultOnlyWhileTheRanksFitTheCpus) {
+  std::vector<int> cpus = allowed_cpus();
+  ScratchDir scratch;
+  std::string report = "grep '^Cpus_allowed_list:' /proc/self/status; echo \"yield=${TETHER_YIELD:-unset}\"";
+  std::string all_cpus = [&] {
+    auto whole = run({"/bin/sh", "-c", "grep '^Cpus_allowed_list:' /proc/self/status"}, {}, kWatchdog);
+    return whole.output;
+  }();
+  auto fitting = std::to_string(cpus.size());
+  auto bound = run({tether_run(), "-n", fitting, "--tag-output", "/bin/sh", "-c", report}, {scratch.env()}, kWatchdog);
+  ASSERT_EQ(bound.exit_code, 0) << bound.output;
+  for (std::size_t rank = 0; rank < cpus.size(); ++rank) {
+    EXPECT_NE(bound.output.find(fmt::format("[rank {}] Cpus_allowed_list:\t{}\n", rank, cpus[rank])), std::string::npos)
+        << bound.output;
+    EXPECT_NE(bound.output.find(fmt::format("[rank {}] yield=off", rank)), std::string::npos) << bound.output;
+  }
+  auto past = std::to_string(cpus.size() + 1);
+  auto unbound = run({tether_run(), "-n", past, "--tag-output", "/bin/sh", "-c", report}, {scratch.env()}, kWatchdog);
+  ASSERT_EQ(unbound.exit_code, 0) << unbound.output;
+  for (std::size_t rank = 0; rank <= cpus.size(); ++rank) {
+    EXPECT_NE(unbound.output.find(fmt::format("[rank {}] {}", rank, all_cpus)), std::string::npos) << unbound.output;
+    EXPECT_NE(unbound.output.find(fmt::format("[rank {}] yield=unset", rank)), std::string::npos) << unbound.output;
+  }
 }
 
 TEST(Bootstrap, BadRequestsGetClearErrorsAndTheJobStillCompletes) {
