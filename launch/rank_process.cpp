@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "runtime/base/cpus.hpp"
+
 extern char** environ;
 
 namespace tether::launch {
@@ -61,10 +63,7 @@ constexpr int kAffinityFailed = 1 << 20;
 }
 
 void bind_to_cpu(ChildPipes& pipes, int cpu) {
-  cpu_set_t only;
-  CPU_ZERO(&only);
-  CPU_SET(cpu, &only);
-  if (sched_setaffinity(0, sizeof only, &only) != 0) report_and_exit(pipes, -errno - kAffinityFailed);
+  if (!base::bind_to_cpu(cpu)) report_and_exit(pipes, -errno - kAffinityFailed);
 }
 
 [[noreturn]] void run_child(ChildPipes& pipes, char** argv, char** envp, bool capture, int netns_fd, int cpu) {

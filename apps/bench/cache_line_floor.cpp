@@ -2,7 +2,6 @@
 // bounce one 64-byte line through shared memory (each writes the counter the other waits
 // for); half a round trip is the least time in which anything one CPU stores can be seen
 // by the other. The bench scripts print it beside the 8 B figures of the same run.
-#include <sched.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,10 +13,12 @@
 #include <cstring>
 #include <new>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "apps/bench/bench_options.hpp"
+#include "runtime/base/cpus.hpp"
 
 namespace {
 
@@ -54,25 +55,6 @@ bool parse(int argc, char** argv, tether::bench::HelperFlags& options, int& exit
   return true;
 }
 
-// The first two CPUs of this process's mask; false when it has only one.
-bool two_cpus(int& first, int& second) {
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return false;
-  first = second = -1;
-  for (int cpu = 0; cpu < CPU_SETSIZE && second < 0; ++cpu) {
-    if (!CPU_ISSET(cpu, &allowed)) continue;
-    (first < 0 ? first : second) = cpu;
-  }
-  return second >= 0;
-}
-
-void bind_to(int cpu) {
-  cpu_set_t only;
-  CPU_ZERO(&only);
-  CPU_SET(cpu, &only);
-  (void)sched_setaffinity(0, sizeof only, &only);
-}
-
 void answer(SharedLines& lines, long round_trips) {
   for (long i = 1; i <= round_trips; ++i) {
     while (lines.ping.value.load(std::memory_order_acquire) != i) {
@@ -98,9 +80,8 @@ int main(int argc, char** argv) {
   tether::bench::HelperFlags options{kDefaultRoundTrips, false};
   int exit_code = 0;
   if (!parse(argc, argv, options, exit_code)) return exit_code;
-  int asker_cpu = -1;
-  int answerer_cpu = -1;
-  if (!two_cpus(asker_cpu, answerer_cpu)) {
+  std::vector<int> cpus = tether::base::allowed_cpus();
+  if (cpus.size() < 2) {
     fmt::print(stderr, "tether-bench-cache-line: this process may run on one CPU only; it needs two (taskset -c 0,1)\n");
     return 1;
   }
@@ -119,11 +100,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (answerer == 0) {
-    bind_to(answerer_cpu);
+    (void)tether::base::bind_to_cpu(cpus[1]);
     answer(*lines, total);
     _exit(0);
   }
-  bind_to(asker_cpu);
+  (void)tether::base::bind_to_cpu(cpus[0]);
   (void)ask(*lines, 1, warmup);
   double latency_us = ask(*lines, warmup + 1, total) / (2.0 * static_cast<double>(options.iterations));
   int status = 0;
@@ -134,6 +115,6 @@ int main(int argc, char** argv) {
   }
   fmt::print("# tether cache-line floor: one 64-byte line bounced between CPUs {} and {} (two processes)\n"
              "# {:<12}{:>16}\n{:<14}{:>16.3f}\n",
-             asker_cpu, answerer_cpu, "Size", "Latency (us)", kLineBytes, latency_us);
+             cpus[0], cpus[1], "Size", "Latency (us)", kLineBytes, latency_us);
   return 0;
 }

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/base/cpus.hpp"
 #include "tether/pool.hpp"
 #include "transport/transport.hpp"
 
@@ -299,10 +300,13 @@ int main(int argc, char** argv) {
   Options options = parse_options(argc, argv);
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) die("socketpair failed");
+  // One CPU each, as tether-run binds the 2 ranks it compares with (--bind-to auto).
+  std::vector<int> cpus = tether::base::allowed_cpus();
   pid_t children[2];
   for (int i = 0; i < 2; ++i) {
     children[i] = ::fork();
     if (children[i] == 0) {
+      if (cpus.size() >= 2) (void)tether::base::bind_to_cpu(cpus[static_cast<std::size_t>(i)]);
       ::close(fds[1 - i]);
       run_side(options, i == 0, fds[i]);
       std::fflush(stdout);
