@@ -1,11 +1,11 @@
 // Jobs that should succeed: tether-run with 1, 2 and 4 ranks, the pre-exchange option,
 // tagged output, mpirun with 2 and 4 ranks, and the no-launcher error.
-#include <sched.h>
 
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "runtime/base/cpus.hpp"
 #include "runtime/bootstrap/pmix_values.hpp"
 #include "tests/launch/launch_support.hpp"
 
@@ -48,19 +48,8 @@ TEST(TetherRun, TagOutputPrefixesEveryLineWithItsRank) {
   }
 }
 
-// The CPUs this test may run on, in order (tether-run hands them out the same way).
-std::vector<int> allowed_cpus() {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return cpus;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
-  return cpus;
-}
-
 TEST(TetherRun, BindToCoreGivesEachRankItsOwnCpu) {
-  std::vector<int> cpus = allowed_cpus();
+  std::vector<int> cpus = base::allowed_cpus();
   if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs to bind 2 ranks; this process may use " << cpus.size();
   ScratchDir scratch;
   std::string report = "grep '^Cpus_allowed_list:' /proc/self/status; echo \"yield=$TETHER_YIELD\"";
@@ -83,7 +72,7 @@ TEST(TetherRun, BindToCoreGivesEachRankItsOwnCpu) {
 }
 
 TEST(TetherRun, BindToCoreRefusesMoreRanksThanCpus) {
-  auto ranks = std::to_string(allowed_cpus().size() + 1);
+  auto ranks = std::to_string(base::allowed_cpus().size() + 1);
   auto outcome = run({tether_run(), "-n", ranks, "--bind-to", "core", "/bin/true"}, {}, kWatchdog);
   EXPECT_EQ(outcome.exit_code, 2) << outcome.output;
   EXPECT_NE(outcome.output.find("--bind-to core gives each rank a CPU of its own, but " + ranks + " ranks"),
@@ -97,7 +86,7 @@ TEST(TetherRun, BindToCoreRefusesMoreRanksThanCpus) {
 
 // The default, --bind-to auto: bound as by core while the ranks fit the CPUs, unbound past them.
 TEST(TetherRun, BindsByDefaultOnlyWhileTheRanksFitTheCpus) {
-  std::vector<int> cpus = allowed_cpus();
+  std::vector<int> cpus = base::allowed_cpus();
   ScratchDir scratch;
   std::string report = "grep '^Cpus_allowed_list:' /proc/self/status; echo \"yield=${TETHER_YIELD:-unset}\"";
   std::string all_cpus = [&] {
