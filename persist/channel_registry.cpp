@@ -55,6 +55,8 @@ ChannelRegistry::ChannelRegistry(messaging::Engine& engine)
   inject_at_completion_ = config.choice("TETHER_INJECT_WRITE_FAILURE_AT") == "completion";
   inject_credit_failure_ =
       static_cast<std::uint64_t>(std::max<std::int64_t>(0, config.integer("TETHER_INJECT_CREDIT_FAILURE")));
+  inject_corrupt_flag_ =
+      static_cast<std::uint64_t>(std::max<std::int64_t>(0, config.integer("TETHER_INJECT_CORRUPT_FLAG")));
 }
 
 ChannelRegistry::~ChannelRegistry() {

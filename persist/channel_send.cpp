@@ -181,6 +181,8 @@ Status ChannelRegistry::store_direct(ChannelState& channel, std::size_t bytes) n
                                           bytes, streaming_from_)) {
     ++stats_.streamed_stores;
   }
+  if (inject_corrupt_flag_ != 0 && stats_.direct_stores + 1 == inject_corrupt_flag_)
+    slot_word = (slot_word & ~kSlotMask) | channel.shape.slots;  // TETHER_INJECT_CORRUPT_FLAG: past the last slot
   std::atomic_ref(*landing_slot_at(channel.direct_flags, position)).store(slot_word, std::memory_order_relaxed);
   std::uint64_t flag = ((send.started + 1) & 0xffffffffU) << 32 | bytes;
   std::atomic_ref(*flag_at(channel.direct_flags, position)).store(flag, std::memory_order_release);

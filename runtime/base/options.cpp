@@ -104,6 +104,9 @@ constexpr Option kOptions[] = {
      "Fault injection, for tests: this rank's N-th persistent-channel credit message or write (not shm-own's "
      "direct stores) fails (where: TETHER_INJECT_WRITE_FAILURE_AT); the receive channel fails and tells its sender, "
      "or, a credit message failing at its completion, owes the credits again (0: never)"},
+    {"TETHER_INJECT_CORRUPT_FLAG", "0", Kind::integer,
+     "Fault injection, for tests: this rank's N-th shm-own direct store into a persistent channel writes a flag "
+     "line naming a slot past the channel's last; the receive side refuses it, fails and tells its sender (0: never)"},
     {"TETHER_RNDV_CHUNK", "2M", Kind::size, "Rendezvous transfers move in RMA operations of at most this size"},
     {"TETHER_PROGRESS_THREAD", "off", Kind::boolean, "Run a thread that drives progress continuously"},
     {"TETHER_YIELD", "auto", Kind::choice,

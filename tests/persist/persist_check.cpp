@@ -935,6 +935,46 @@ void write_failure(Runtime& runtime) {
   exchange_on_new_channels(runtime, ChannelShape{.peer = peer, .tag = 38, .slot_bytes = 4096, .slots = 2}, 8);
 }
 
+// Run with TETHER_INJECT_CORRUPT_FLAG=3 on shm-own: rank 0's third direct store writes a
+// flag line naming a slot past the channel's last. Rank 1 must take the two messages before
+// it, then refuse that flag (its channel fails naming it) and tell rank 0, whose next
+// start() or wait() fails naming rank 1 instead of streaming into a dead channel. Then both
+// still exchange messages and a new pair of channels, checksummed.
+void corrupt_flag(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  const int peer = 1 - runtime.rank();
+  ChannelShape shape{.peer = peer, .tag = 43, .slot_bytes = 4096, .slots = 4};
+  if (runtime.rank() == 0) {
+    SendChannel out = connected_send(runtime, shape);
+    Status status = Status::done;
+    for (std::uint64_t i = 0; status != Status::error; ++i) {  // until told; tether-run's --timeout bounds it
+      fill(out.buffer().first(shape.slot_bytes), 0, i);
+      status = start_when_possible(out, shape.slot_bytes);
+      if (status != Status::error) status = out.wait();
+    }
+    CHECK(out.last_error().code == tether::Errc::invalid_argument &&
+              out.last_error().message().find("rank 1's side of it failed") != std::string::npos,
+          "the sender: {}", out.last_error().message());
+    fmt::print("rank 0 saw its channel fail: {}\n", out.last_error().message());
+  } else {
+    ReceiveChannel in = connected_receive(runtime, shape);
+    for (std::uint64_t i = 0; i < 2; ++i) {
+      Bytes message;
+      CHECK(in.wait(message) == Status::done && message.size() == shape.slot_bytes && matches(message, 0, i),
+            "message {} (before the corrupt flag): {}", i, in.last_error().message());
+      CHECK(in.release() == Status::done, "release {}", i);
+    }
+    Bytes message;
+    Status status = in.wait(message);
+    CHECK(status == Status::error && in.last_error().code == tether::Errc::invalid_argument &&
+              in.last_error().message().find("slot beyond the channel's slots") != std::string::npos,
+          "status {}: {}", static_cast<int>(status), in.last_error().message());
+    fmt::print("rank 1 refused the flag: {}\n", in.last_error().message());
+  }
+  exchange_after_failure(runtime, peer);
+  exchange_on_new_channels(runtime, ChannelShape{.peer = peer, .tag = 44, .slot_bytes = 4096, .slots = 2}, 9);
+}
+
 // Run with TETHER_INJECT_CREDIT_FAILURE=1 where credits are messages or writes (not
 // shm-own's direct stores): rank 0 streams to rank 1 through 2 slots, and rank 1's first
 // credit fails at its post (or, a credit write, at its completion). Rank 1's channel fails;
@@ -1082,7 +1122,7 @@ int main(int argc, char** argv) {
       {"user-buffers", user_buffers}, {"self", self}, {"mismatch", mismatch},
       {"bad-input", bad_input}, {"close-in-flight", close_in_flight}, {"fan-in", fan_in},
       {"killed", killed}, {"peer-death", peer_death}, {"write-failure", write_failure}, {"credit-failure", credit_failure},
-      {"peer-closed", peer_closed}, {"credit-owed-again", credit_owed_again},
+      {"peer-closed", peer_closed}, {"credit-owed-again", credit_owed_again}, {"corrupt-flag", corrupt_flag},
       {"held-slots", held_slots}, {"warm-slot", warm_slot},
       {"warm-large-slot", warm_large_slot}, {"send-buffers", send_buffers}, {"held-large-slots", held_large_slots},
       {"user-slots", user_slots}};

@@ -283,6 +283,18 @@ TEST(PersistFailureTest, FailedCreditFailsBothSides) {
   }
 }
 
+// A direct store whose flag line names a slot past the channel's last (injected) is refused:
+// the receive side fails naming it and tells the sender, which fails too.
+TEST(PersistFailureTest, CorruptFlagLineFailsBothSides) {
+  auto environment = transport_environment("shm");
+  environment.push_back("TETHER_INJECT_CORRUPT_FLAG=3");
+  auto outcome = tether::testing::run(
+      {TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "corrupt-flag"}, environment, 90s);
+  expect_every_rank_passed(outcome, {"corrupt-flag", 2, "shm", ""});
+  EXPECT_NE(outcome.output.find("rank 1 refused the flag"), std::string::npos) << outcome.output;
+  EXPECT_NE(outcome.output.find("rank 0 saw its channel fail"), std::string::npos) << outcome.output;
+}
+
 // A credit message that fails at its completion (injected) is owed again: the stream
 // through 2 slots goes on whole, where its sender would have starved.
 TEST(PersistFailureTest, FailedCreditMessageIsOwedAgain) {
