@@ -9,8 +9,8 @@
 
 namespace tether::launch {
 
-// --bind-to: auto binds like core when the ranks fit the CPUs this launcher may use, and
-// like none when they do not.
+// --bind-to: auto binds like core a job of 2 ranks that fit the CPUs this launcher may use,
+// and leaves any other unbound (launch/binding.hpp).
 enum class Binding { automatic, core, none };
 
 struct LaunchOptions {

@@ -62,21 +62,22 @@ constexpr int kAffinityFailed = 1 << 20;
   _exit(127);
 }
 
-void bind_to_cpu(ChildPipes& pipes, int cpu) {
-  if (!base::bind_to_cpu(cpu)) report_and_exit(pipes, -errno - kAffinityFailed);
+// A binding that may fail (--bind-to auto) leaves the rank unbound instead.
+void bind_or_report(ChildPipes& pipes, const SpawnRequest& request) {
+  if (!base::bind_to_cpu(request.cpu) && request.must_bind) report_and_exit(pipes, -errno - kAffinityFailed);
 }
 
-[[noreturn]] void run_child(ChildPipes& pipes, char** argv, char** envp, bool capture, int netns_fd, int cpu) {
+[[noreturn]] void run_child(ChildPipes& pipes, char** argv, char** envp, const SpawnRequest& request) {
   setpgid(0, 0);
-  if (netns_fd >= 0 && setns(netns_fd, CLONE_NEWNET) != 0) report_and_exit(pipes, -errno);
-  if (cpu >= 0) bind_to_cpu(pipes, cpu);
+  if (request.netns_fd >= 0 && setns(request.netns_fd, CLONE_NEWNET) != 0) report_and_exit(pipes, -errno);
+  if (request.cpu >= 0) bind_or_report(pipes, request);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
   signal(SIGPIPE, SIG_DFL);
   int null_fd = open("/dev/null", O_RDONLY);
   if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
-  if (capture) {
+  if (request.capture_output) {
     dup2(pipes.out[1], STDOUT_FILENO);
     dup2(pipes.err[1], STDERR_FILENO);
   }
@@ -127,7 +128,7 @@ Expected<RankProcess> spawn_rank(const SpawnRequest& request) {
   ChildPipes pipes;
   if (auto opened = open_pipes(pipes, request.capture_output); !opened) return tl::unexpected(opened.error());
   pid_t pid = fork();
-  if (pid == 0) run_child(pipes, argv.data(), envp.data(), request.capture_output, request.netns_fd, request.cpu);
+  if (pid == 0) run_child(pipes, argv.data(), envp.data(), request);
   int fork_errno = errno;
   close_fd(pipes.out[1]);
   close_fd(pipes.err[1]);

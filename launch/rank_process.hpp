@@ -21,7 +21,8 @@ struct SpawnRequest {
   std::vector<std::string> extra_env;  // NAME=value entries that override the inherited ones
   bool capture_output = false;
   int netns_fd = -1;                   // >= 0: the child enters this network namespace before exec
-  int cpu = -1;                        // >= 0: the child runs only on this CPU (--bind-to core)
+  int cpu = -1;                        // >= 0: the child runs only on this CPU (--bind-to core or auto)
+  bool must_bind = true;               // a binding that fails fails the rank (core); else it runs unbound
 };
 
 // Forks and execs; reports exec failures (no such program...) as errors, not exit codes.

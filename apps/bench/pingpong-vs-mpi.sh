@@ -15,6 +15,8 @@ sizes=1,8,64,1024,8192,65536,1048576,4194304
 declare -A latency_iterations=([shm]=50000 [tcp]=5000)
 # shellcheck source=apps/bench/bench-common.sh
 source "$(dirname "$0")/bench-common.sh"
+# shellcheck source=transport/bench/bench-cpus.sh
+source "$(dirname "$0")/../../transport/bench/bench-cpus.sh"
 bench_locate "$build" pingpong-vs-mpi.sh tether-pingpong tether-bw
 have_mpi=1
 if [ ! -x "$apps/tether-mpi-pingpong" ] || ! command -v mpirun >/dev/null; then
@@ -69,10 +71,11 @@ fi_pingpong_latency() {
   local provider=(-p shm) count=20000 server output
   [ "$1" = tcp ] && provider=(-p "tcp;ofi_rxm" -d lo) count=2000
   fi_port=$((fi_port + 1))
-  timeout 60 fi_pingpong "${provider[@]}" -e rdm -S 8 -I "$count" -B "$fi_port" >/dev/null 2>&1 &
+  on_bench_cpu 0 timeout 60 fi_pingpong "${provider[@]}" -e rdm -S 8 -I "$count" -B "$fi_port" >/dev/null 2>&1 &
   server=$!
   sleep 0.3
-  output=$(timeout 60 fi_pingpong "${provider[@]}" -e rdm -S 8 -I "$count" -P "$fi_port" 127.0.0.1 2>&1) || true
+  output=$(on_bench_cpu 1 timeout 60 fi_pingpong "${provider[@]}" -e rdm -S 8 -I "$count" -P "$fi_port" 127.0.0.1 2>&1) ||
+    true
   wait "$server" || true
   awk '$1 == "bytes" { header = 1; next } header && NF >= 7 { print "8," $7 }' <<<"$output" >"$results/fi-$1.$2"
 }

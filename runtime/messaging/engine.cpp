@@ -1,14 +1,13 @@
 // The engine's frame: start-up, the command queue, progress, completions, test and wait.
 #include "runtime/messaging/engine.hpp"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
 
 #include "runtime/base/config.hpp"
+#include "runtime/base/cpus.hpp"
 #include "runtime/base/log.hpp"
 #include "runtime/base/yield.hpp"
 #include "runtime/bootstrap/peer_health.hpp"
@@ -219,9 +218,7 @@ void Engine::adopt_limits(int peer_rank, std::span<const std::byte> bytes) {
 // a one-CPU mask is its own (mpirun's binding) or shared (taskset, a one-CPU container):
 // it assumes shared; launchers that bind exclusively say TETHER_YIELD=off.
 void Engine::choose_yield() {
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  int usable = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  int usable = std::max(1, static_cast<int>(base::allowed_cpus().size()));
   auto local_ranks = static_cast<int>(bootstrap_->identity().local_peers.size());
   bool every_poll = options_.yield == "on" || (options_.yield == "auto" && local_ranks > usable);
   base::g_polls_per_yield.store(every_poll ? 1 : 64, std::memory_order_relaxed);

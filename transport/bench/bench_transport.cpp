@@ -306,7 +306,9 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 2; ++i) {
     children[i] = ::fork();
     if (children[i] == 0) {
-      if (cpus.size() >= 2) (void)tether::base::bind_to_cpu(cpus[static_cast<std::size_t>(i)]);
+      int cpu = cpus.size() >= 2 ? cpus[static_cast<std::size_t>(i)] : -1;
+      if (cpu >= 0 && !tether::base::bind_to_cpu(cpu))
+        std::fprintf(stderr, "tether-bench-transport: could not bind side %d to CPU %d: running unbound\n", i, cpu);
       ::close(fds[1 - i]);
       run_side(options, i == 0, fds[i]);
       std::fflush(stdout);

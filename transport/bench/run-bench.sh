@@ -12,16 +12,20 @@ bench="$build/transport/tether-bench-transport"
 [ -x "$bench" ] || { echo "no $bench: build first (ninja -C $build)"; exit 1; }
 command -v fi_pingpong >/dev/null || { echo "fi_pingpong missing: apt-get install libfabric-bin"; exit 1; }
 port=47800
+# shellcheck source=transport/bench/bench-cpus.sh
+source "$(dirname "$0")/bench-cpus.sh"
 
 # fi_pingpong_us PROVIDER DOMAIN SIZE ITERATIONS -> one-way microseconds (usec/xfer; the
 # size column reads 1k, 64k, 1m, so the row after the header is taken)
 fi_pingpong_us() {
   local provider=$1 domain=$2 size=$3 count=$4 server out
   port=$((port + 1))
-  timeout 120 fi_pingpong -p "$provider" -d "$domain" -e rdm -S "$size" -I "$count" -B "$port" >/dev/null 2>&1 &
+  on_bench_cpu 0 timeout 120 fi_pingpong -p "$provider" -d "$domain" -e rdm -S "$size" -I "$count" -B "$port" \
+    >/dev/null 2>&1 &
   server=$!
   sleep 0.3
-  out=$(timeout 120 fi_pingpong -p "$provider" -d "$domain" -e rdm -S "$size" -I "$count" -P "$port" 127.0.0.1 2>&1)
+  out=$(on_bench_cpu 1 timeout 120 fi_pingpong -p "$provider" -d "$domain" -e rdm -S "$size" -I "$count" -P "$port" \
+    127.0.0.1 2>&1)
   wait "$server" || true
   awk '$1 == "bytes" { header = 1; next } header && NF >= 7 { value = $7 } END { print value }' <<<"$out"
 }

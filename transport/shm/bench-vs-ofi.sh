@@ -24,11 +24,13 @@ best() {  # best KIND VALUES... (latency: lowest; bandwidth: highest)
   if [ "$kind" = latency ]; then printf '%s\n' "$@" | sort -g | head -1; else printf '%s\n' "$@" | sort -g | tail -1; fi
 }
 
+# shellcheck source=transport/bench/bench-cpus.sh
+source "$(dirname "$0")/../bench/bench-cpus.sh"
 fi_pingpong_8b() {
   command -v fi_pingpong >/dev/null || { echo "n/a"; return; }
-  timeout 60 fi_pingpong -p shm -e rdm -S 8 -I "$iterations" -B 47950 >/dev/null 2>&1 &
+  on_bench_cpu 0 timeout 60 fi_pingpong -p shm -e rdm -S 8 -I "$iterations" -B 47950 >/dev/null 2>&1 &
   sleep 0.3
-  timeout 60 fi_pingpong -p shm -e rdm -S 8 -I "$iterations" -P 47950 127.0.0.1 2>&1 |
+  on_bench_cpu 1 timeout 60 fi_pingpong -p shm -e rdm -S 8 -I "$iterations" -P 47950 127.0.0.1 2>&1 |
     awk '$1 == "bytes" { header = 1; next } header && NF >= 7 { value = $7 } END { print value }'
   wait || true
 }
