@@ -27,6 +27,11 @@ std::uint64_t count_at_close(const ChannelState& channel) noexcept {
   return channel.send.started - (channel.send.partitions_left > 0 ? 1 : 0);
 }
 
+// A TETHER_INJECT_* option's N (which operation fails), 0 when unset or negative.
+std::uint64_t injection_count(const config::Config& config, const char* name) {
+  return static_cast<std::uint64_t>(std::max<std::int64_t>(0, config.integer(name)));
+}
+
 }  // namespace
 
 ChannelRegistry& ChannelRegistry::of(Runtime& runtime) {
@@ -50,13 +55,10 @@ ChannelRegistry::ChannelRegistry(messaging::Engine& engine)
   inline_max_ = static_cast<std::uint32_t>(std::min<std::size_t>(config.size_bytes("TETHER_CHANNEL_INLINE_MAX"), room));
   l2_bytes_ = transport::shm::l2_cache_bytes();
   split_from_ = config.size_bytes("TETHER_CHANNEL_SPLIT_COPY");
-  inject_write_failure_ =
-      static_cast<std::uint64_t>(std::max<std::int64_t>(0, config.integer("TETHER_INJECT_CHANNEL_WRITE_FAILURE")));
+  inject_write_failure_ = injection_count(config, "TETHER_INJECT_CHANNEL_WRITE_FAILURE");
   inject_at_completion_ = config.choice("TETHER_INJECT_WRITE_FAILURE_AT") == "completion";
-  inject_credit_failure_ =
-      static_cast<std::uint64_t>(std::max<std::int64_t>(0, config.integer("TETHER_INJECT_CREDIT_FAILURE")));
-  inject_corrupt_flag_ =
-      static_cast<std::uint64_t>(std::max<std::int64_t>(0, config.integer("TETHER_INJECT_CORRUPT_FLAG")));
+  inject_credit_failure_ = injection_count(config, "TETHER_INJECT_CREDIT_FAILURE");
+  inject_corrupt_flag_ = injection_count(config, "TETHER_INJECT_CORRUPT_FLAG");
 }
 
 ChannelRegistry::~ChannelRegistry() {

@@ -196,8 +196,8 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   bool inject_at_completion_ = false;              // TETHER_INJECT_WRITE_FAILURE_AT
   bool write_failure_fired_ = false;
   std::uint64_t inject_credit_failure_ = 0;        // TETHER_INJECT_CREDIT_FAILURE (0: none)
-  std::uint64_t inject_corrupt_flag_ = 0;          // TETHER_INJECT_CORRUPT_FLAG (0: none)
   bool credit_failure_fired_ = false;
+  std::uint64_t inject_corrupt_flag_ = 0;          // TETHER_INJECT_CORRUPT_FLAG (0: none)
   std::uint64_t remote_data_posts_ = 0;            // data writes and messages posted to peers
   std::chrono::nanoseconds connect_timeout_{};
   std::chrono::nanoseconds close_timeout_{};
