@@ -1075,20 +1075,23 @@ void sender_closes_while_waited_on(Runtime& runtime, int peer) {
         "waiting for message 1: status {} {}", static_cast<int>(status), in.last_error().message());
 }
 
-// Rank 0 starts 2 messages; rank 1 takes one, keeps it (no credit goes back) and closes its
-// receive channel. Rank 0, out of credits, must fail its next start() with peer_closed
-// naming rank 1 once the close notice comes, where it would have waited for ever.
+// Rank 0 starts 2 messages; rank 1 takes one, keeps it (no credit goes back) and, once rank
+// 0's token says both were started, closes its receive channel (earlier, the notice could
+// beat rank 0's second start). Rank 0, out of credits, must fail its next start() with
+// peer_closed naming rank 1 once the close notice comes, where it would have waited for ever.
 void receive_side_closes(Runtime& runtime, int peer) {
   ChannelShape shape{.peer = peer, .tag = 42, .slot_bytes = 4096, .slots = 2};
   if (runtime.rank() == 1) {
     ReceiveChannel in = connected_receive(runtime, shape);
     Bytes message;
     CHECK(in.wait(message) == Status::done && matches(message, 0, 0), "message 0: {}", in.last_error().message());
+    hand_token(runtime, 0, peer);
     return;  // closed holding message 0, message 1 not taken
   }
   SendChannel out = connected_send(runtime, shape);
   for (std::uint64_t i = 0; i < 2; ++i) start_whole_message(out, i);
   CHECK(out.wait() == Status::done, "the 2 writes: {}", out.last_error().message());
+  hand_token(runtime, 0, peer);
   Status status = start_when_possible(out, shape.slot_bytes);
   CHECK(status == Status::error && out.last_error().code == tether::Errc::peer_closed &&
             out.last_error().message().find("rank 1 closed its receive side (messages it took: 1)") !=
