@@ -74,8 +74,8 @@ fi_pingpong_latency() {
   on_bench_cpu 0 timeout 60 fi_pingpong "${provider[@]}" -e rdm -S 8 -I "$count" -B "$fi_port" >/dev/null 2>&1 &
   server=$!
   sleep 0.3
-  output=$(on_bench_cpu 1 timeout 60 fi_pingpong "${provider[@]}" -e rdm -S 8 -I "$count" -P "$fi_port" 127.0.0.1 2>&1) ||
-    true
+  output=$(on_bench_cpu 1 timeout 60 fi_pingpong "${provider[@]}" -e rdm -S 8 -I "$count" -P "$fi_port" \
+    127.0.0.1 2>&1) || true
   wait "$server" || true
   awk '$1 == "bytes" { header = 1; next } header && NF >= 7 { print "8," $7 }' <<<"$output" >"$results/fi-$1.$2"
 }
