@@ -10,10 +10,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -887,6 +889,34 @@ void exchange_on_new_channels(Runtime& runtime, const ChannelShape& shape, std::
   CHECK(in.release() == Status::done && out.wait() == Status::done, "the new channels");
 }
 
+// Rank 0's side: messages 0, 1, ... filling whole slots, each started and waited for, until
+// one fails or `most` have gone. The last status.
+Status stream_until_failed(SendChannel& out, std::uint64_t most) {
+  Status status = Status::done;
+  for (std::uint64_t i = 0; i < most && status != Status::error; ++i) {
+    fill(out.buffer().first(out.shape().slot_bytes), 0, i);
+    status = start_when_possible(out, out.shape().slot_bytes);
+    if (status != Status::error) status = out.wait();
+  }
+  return status;
+}
+
+// Rank 0's messages 0 and 1, whole slots (checksums), released; then the next wait must fail
+// with `code` and a message containing `cause`.
+void take_two_then_fail(ReceiveChannel& in, tether::Errc code, std::string_view cause) {
+  for (std::uint64_t i = 0; i < 2; ++i) {
+    Bytes message;
+    CHECK(in.wait(message) == Status::done && message.size() == in.shape().slot_bytes && matches(message, 0, i),
+          "message {} (landed before the failure): {}", i, in.last_error().message());
+    CHECK(in.release() == Status::done, "release {}", i);
+  }
+  Bytes message;
+  Status status = in.wait(message);
+  CHECK(status == Status::error && in.last_error().code == code &&
+            in.last_error().message().find(cause) != std::string::npos,
+        "status {}: {}", static_cast<int>(status), in.last_error().message());
+}
+
 // Run with TETHER_INJECT_CHANNEL_WRITE_FAILURE=3 (and _AT=post or completion) on a
 // transport whose channel messages are posted (not shm-own's direct stores): rank 0's
 // third message fails, at start() or at wait(). Rank 1 waits only afterwards: it must still
@@ -918,17 +948,7 @@ void write_failure(Runtime& runtime) {
   } else {
     ReceiveChannel in = make_receive(runtime, shape);  // it may have failed before a wait_connected
     hand_token(runtime, 0, peer);
-    for (std::uint64_t i = 0; i < 2; ++i) {
-      Bytes message;
-      CHECK(in.wait(message) == Status::done && message.size() == shape.slot_bytes && matches(message, 0, i),
-            "message {} (landed before the failure): {}", i, in.last_error().message());
-      CHECK(in.release() == Status::done, "release {}", i);
-    }
-    Bytes message;
-    Status status = in.wait(message);
-    CHECK(status == Status::error && in.last_error().code == tether::Errc::transport &&
-              in.last_error().message().find("rank 0's side of it failed") != std::string::npos,
-          "status {}: {}", static_cast<int>(status), in.last_error().message());
+    take_two_then_fail(in, tether::Errc::transport, "rank 0's side of it failed");
     fmt::print("rank 1 saw its channel fail: {}\n", in.last_error().message());
   }
   exchange_after_failure(runtime, peer);
@@ -946,29 +966,14 @@ void corrupt_flag(Runtime& runtime) {
   ChannelShape shape{.peer = peer, .tag = 43, .slot_bytes = 4096, .slots = 4};
   if (runtime.rank() == 0) {
     SendChannel out = connected_send(runtime, shape);
-    Status status = Status::done;
-    for (std::uint64_t i = 0; status != Status::error; ++i) {  // until told; tether-run's --timeout bounds it
-      fill(out.buffer().first(shape.slot_bytes), 0, i);
-      status = start_when_possible(out, shape.slot_bytes);
-      if (status != Status::error) status = out.wait();
-    }
+    (void)stream_until_failed(out, std::numeric_limits<std::uint64_t>::max());  // until told; tether-run's --timeout bounds it
     CHECK(out.last_error().code == tether::Errc::invalid_argument &&
               out.last_error().message().find("rank 1's side of it failed") != std::string::npos,
           "the sender: {}", out.last_error().message());
     fmt::print("rank 0 saw its channel fail: {}\n", out.last_error().message());
   } else {
     ReceiveChannel in = connected_receive(runtime, shape);
-    for (std::uint64_t i = 0; i < 2; ++i) {
-      Bytes message;
-      CHECK(in.wait(message) == Status::done && message.size() == shape.slot_bytes && matches(message, 0, i),
-            "message {} (before the corrupt flag): {}", i, in.last_error().message());
-      CHECK(in.release() == Status::done, "release {}", i);
-    }
-    Bytes message;
-    Status status = in.wait(message);
-    CHECK(status == Status::error && in.last_error().code == tether::Errc::invalid_argument &&
-              in.last_error().message().find("slot beyond the channel's slots") != std::string::npos,
-          "status {}: {}", static_cast<int>(status), in.last_error().message());
+    take_two_then_fail(in, tether::Errc::invalid_argument, "slot beyond the channel's slots");
     fmt::print("rank 1 refused the flag: {}\n", in.last_error().message());
   }
   exchange_after_failure(runtime, peer);
@@ -988,12 +993,7 @@ void credit_failure(Runtime& runtime) {
   ChannelShape shape{.peer = peer, .tag = 39, .slot_bytes = 4096, .slots = 2};
   if (runtime.rank() == 0) {
     SendChannel out = connected_send(runtime, shape);
-    Status status = Status::done;
-    for (std::uint64_t i = 0; i < 6 && status != Status::error; ++i) {
-      fill(out.buffer().first(shape.slot_bytes), 0, i);
-      status = start_when_possible(out, shape.slot_bytes);
-      if (status != Status::error) status = out.wait();
-    }
+    Status status = stream_until_failed(out, 6);
     CHECK(status == Status::error && out.last_error().code == tether::Errc::transport &&
               out.last_error().message().find("rank 1's side of it failed") != std::string::npos,
           "the sender: status {} {}", static_cast<int>(status), out.last_error().message());
