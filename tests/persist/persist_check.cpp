@@ -966,7 +966,8 @@ void corrupt_flag(Runtime& runtime) {
   ChannelShape shape{.peer = peer, .tag = 43, .slot_bytes = 4096, .slots = 4};
   if (runtime.rank() == 0) {
     SendChannel out = connected_send(runtime, shape);
-    (void)stream_until_failed(out, std::numeric_limits<std::uint64_t>::max());  // until told; tether-run's --timeout bounds it
+    // Until told; tether-run's --timeout bounds it.
+    (void)stream_until_failed(out, std::numeric_limits<std::uint64_t>::max());
     CHECK(out.last_error().code == tether::Errc::invalid_argument &&
               out.last_error().message().find("rank 1's side of it failed") != std::string::npos,
           "the sender: {}", out.last_error().message());
