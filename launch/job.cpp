@@ -52,9 +52,9 @@ bool Job::start_ranks() {
     int cpu = rank_cpus_.empty() ? -1 : rank_cpus_[static_cast<std::size_t>(rank)];
     // A rank alone on its CPU need not yield on every poll (the user's TETHER_YIELD wins).
     if (env && cpu >= 0 && !config::Config::global().is_set("TETHER_YIELD")) env->push_back("TETHER_YIELD=off");
-    SpawnRequest request{&options_.command, {}, options_.tag_output, netns_fd, cpu, options_.binding == Binding::core};
-    if (env) request.extra_env = std::move(*env);
-    auto process = env ? spawn_rank(request) : tl::unexpected(env.error());
+    bool must_bind = options_.binding == Binding::core;  // auto: a rank that cannot be bound runs unbound
+    auto process = env ? spawn_rank({&options_.command, std::move(*env), options_.tag_output, netns_fd, cpu, must_bind})
+                       : tl::unexpected(env.error());
     if (!process) {
       record_failure(fmt::format("rank {} could not start: {}", rank, process.error().message()),
                      process.error().code == Errc::invalid_argument ? 127 : 1);
