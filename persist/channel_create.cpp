@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -165,7 +166,9 @@ Expected<void> ChannelRegistry::register_user_memory(ChannelState& channel, std:
     channel.registered_whole = true;
   }
   channel.descriptor = channel.registration.local_descriptor;
+  channel.holds_user_registration = true;
   ++stats_.user_registrations;
+  ++stats_.user_registrations_held;
   return {};
 }
 
@@ -328,20 +331,21 @@ Expected<void> ChannelRegistry::wait_connected(ChannelState& channel) {
 }
 
 void ChannelRegistry::close(ChannelState& channel) noexcept {
-  if (channel.role == Role::send && !wait_for_writes(channel, close_timeout_)) {
-    log::warn("persist", "send channel to rank {} (tag {}) closed with {} writes in flight; their buffers are "
-              "kept until the runtime ends", channel.shape.peer, channel.shape.tag, channel.send.writes_in_flight);
-  }
+  if (channel.role == Role::send && !wait_for_writes(channel, close_timeout_))
+    log::warn("persist", "send channel to rank {} (tag {}) closed with {} writes in flight; its buffers stay "
+              "registered until they end{}", channel.shape.peer, channel.shape.tag, channel.send.writes_in_flight,
+              channel.phase == Phase::failed ? "" : ", and the receiver is told if one fails");
   std::lock_guard lock(engine_.progress_mutex());
   std::size_t unreleased = std::count(channel.receive.complete.begin(), channel.receive.complete.end(), 1);
   if (channel.role == Role::receive && unreleased > 0)
     log::warn("persist", "receive channel from rank {} (tag {}) closed with {} messages not released",
               channel.shape.peer, channel.shape.tag, unreleased);
   set_waiting(channel, false);
-  send_failure_notice(channel);  // owed while writes were in flight: no completion reaches it now
+  send_failure_notice_when_due(channel);  // else the last write in flight sends it (on_operation)
   send_close_notice(channel);
   channel.closed = true;  // pool memory stays until the runtime ends: the peer may still write
   if (channel.send.writes_in_flight == 0) release_registration(channel);
+  if (failure_after_close_) release_failure_held_for(channel);
 }
 
 // The peer's keys to the channel's pool memory stay valid while the peer may still write
@@ -352,6 +356,7 @@ void ChannelRegistry::release_registration(ChannelState& channel) noexcept {
   channel.user_registration.release();
   if (channel.registered_whole) engine_.transport().registrar().deregister(channel.registration);
   channel.registered_whole = false;
+  if (std::exchange(channel.holds_user_registration, false)) --stats_.user_registrations_held;
 }
 
 void ChannelRegistry::release_keys(ChannelState& channel) noexcept {

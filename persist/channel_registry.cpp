@@ -56,12 +56,17 @@ ChannelRegistry::ChannelRegistry(messaging::Engine& engine)
   l2_bytes_ = transport::shm::l2_cache_bytes();
   split_from_ = config.size_bytes("TETHER_CHANNEL_SPLIT_COPY");
   inject_write_failure_ = injection_count(config, "TETHER_INJECT_CHANNEL_WRITE_FAILURE");
-  inject_at_completion_ = config.choice("TETHER_INJECT_WRITE_FAILURE_AT") == "completion";
+  std::string_view inject_at = config.choice("TETHER_INJECT_WRITE_FAILURE_AT");
+  inject_at_completion_ = inject_at != "post";
+  inject_after_close_ = inject_at == "after-close";
   inject_credit_failure_ = injection_count(config, "TETHER_INJECT_CREDIT_FAILURE");
   inject_corrupt_flag_ = injection_count(config, "TETHER_INJECT_CORRUPT_FLAG");
 }
 
 ChannelRegistry::~ChannelRegistry() {
+  if (failure_after_close_)
+    log::info("persist", "the write failure held by TETHER_INJECT_WRITE_FAILURE_AT=after-close was never delivered: "
+              "its channel was not closed");
   std::size_t open = 0;
   std::size_t kept = 0;
   for (auto& channel : channels_) {
@@ -253,8 +258,12 @@ Status ChannelRegistry::inject_write_failure(ChannelState& channel, std::uint64_
     return fail_channel_and_tell_peer(channel, Errc::transport,
                                       "a write failed: injected by TETHER_INJECT_CHANNEL_WRITE_FAILURE", kRemedy);
   std::uint32_t buffer = channel.buffer_of(sequence);
-  fail_at_next_pass(channel, transport::CompletionKind::write_done, operation_context(channel.id, false, buffer),
-                    "injected by TETHER_INJECT_CHANNEL_WRITE_FAILURE at completion");
+  const char* cause = inject_after_close_ ? "injected by TETHER_INJECT_CHANNEL_WRITE_FAILURE after close"
+                                          : "injected by TETHER_INJECT_CHANNEL_WRITE_FAILURE at completion";
+  transport::Completion failed = injected_failure(channel, transport::CompletionKind::write_done,
+                                                  operation_context(channel.id, false, buffer), cause);
+  if (inject_after_close_) failure_after_close_ = failed;
+  else engine_.complete_at_next_pass(failed);
   if (channel.ordered_landing) take_slot(channel, sequence, landing_slot_of(channel, sequence));
   ++channel.send.writes_in_flight;
   ++channel.send.buffer_writes[buffer];
@@ -273,18 +282,19 @@ void ChannelRegistry::inject_credit_failure(ChannelState& channel) noexcept {
   }
   ReceiveProgress& receive = channel.receive;
   const bool message = channel.inline_max > 0;
-  fail_at_next_pass(channel, message ? transport::CompletionKind::send_done : transport::CompletionKind::write_done,
-                    operation_context(channel.id, true, 0), "injected by TETHER_INJECT_CREDIT_FAILURE at completion");
+  engine_.complete_at_next_pass(injected_failure(
+      channel, message ? transport::CompletionKind::send_done : transport::CompletionKind::write_done,
+      operation_context(channel.id, true, 0), "injected by TETHER_INJECT_CREDIT_FAILURE at completion"));
   receive.credit_message_busy = message;
   receive.credits_in_message = message ? static_cast<std::uint32_t>(receive.unreported) : 0;
   ++(message ? stats_.credit_messages : stats_.credit_writes);
   receive.unreported = 0;
 }
 
-// An injected failure of this channel's operation `context` (a `kind` posted as done): its
-// error completion comes at the engine's next progress pass, as a transport's would.
-void ChannelRegistry::fail_at_next_pass(const ChannelState& channel, transport::CompletionKind kind,
-                                        std::uint64_t context, const char* cause) noexcept {
+// The error completion of this channel's operation `context` (a `kind` taken as posted), as
+// a transport would report it.
+transport::Completion ChannelRegistry::injected_failure(const ChannelState& channel, transport::CompletionKind kind,
+                                                        std::uint64_t context, const char* cause) noexcept {
   transport::Completion failed;
   failed.kind = transport::CompletionKind::error;
   failed.failed_kind = kind;
@@ -292,7 +302,15 @@ void ChannelRegistry::fail_at_next_pass(const ChannelState& channel, transport::
   failed.peer = channel.transport_peer;
   failed.context = context;
   failed.cause = cause;
-  engine_.complete_at_next_pass(failed);
+  return failed;
+}
+
+// TETHER_INJECT_WRITE_FAILURE_AT=after-close: the failed write of `channel`, held until
+// close() gave up waiting for it, comes back at the next progress pass.
+void ChannelRegistry::release_failure_held_for(const ChannelState& channel) noexcept {
+  if (!failure_after_close_ || decode_context(failure_after_close_->context).channel_id != channel.id) return;
+  engine_.complete_at_next_pass(*failure_after_close_);
+  failure_after_close_.reset();
 }
 
 Status ChannelRegistry::failed(ChannelState& channel) noexcept {
@@ -313,10 +331,13 @@ void ChannelRegistry::on_peer_death(int rank) noexcept {
           engine_.failure_remedy(rank, "the channel cannot be used again; recreate it with a live peer"));
 }
 
+// A data write (or credit) of a channel ended. A send channel closed with writes in flight
+// still hears how they end: one that fails tells the receiver (which would wait for it for
+// ever on a live peer), and the last frees the channel's registration.
 void ChannelRegistry::on_operation(const transport::Completion& completion) noexcept {
   OperationContext context = decode_context(completion.context);
-  ChannelState* channel = find(context.channel_id);
-  if (channel == nullptr) return;  // a credit write of a channel closed since
+  ChannelState* channel = find_even_closed(context.channel_id);
+  if (channel == nullptr || (context.credit && channel->closed)) return;  // a credit of a channel closed since
   bool failed = completion.kind == transport::CompletionKind::error;
   if (context.credit) return on_credit_operation(*channel, completion);
   --channel->send.writes_in_flight;
@@ -328,6 +349,7 @@ void ChannelRegistry::on_operation(const transport::Completion& completion) noex
     (void)fail_channel_and_tell_peer(*channel, completion.error, fmt::format("a write failed: {}", completion.cause),
                                      "check that the peer is alive and its channel open");
   send_failure_notice_when_due(*channel);
+  if (channel->closed && channel->send.writes_in_flight == 0) release_registration(*channel);
 }
 
 // A credit message that failed is owed again; a credit write carries no count to owe

@@ -149,9 +149,11 @@ class ChannelRegistry final : public messaging::ChannelEvents {
 
   // channel_registry.cpp
   [[nodiscard]] ChannelState* find(std::uint32_t id) noexcept {
-    if (id == 0 || id > channels_.size()) return nullptr;
-    ChannelState* channel = channels_[id - 1].get();
-    return channel->closed ? nullptr : channel;
+    ChannelState* channel = find_even_closed(id);
+    return channel == nullptr || channel->closed ? nullptr : channel;
+  }
+  [[nodiscard]] ChannelState* find_even_closed(std::uint32_t id) noexcept {
+    return id == 0 || id > channels_.size() ? nullptr : channels_[id - 1].get();
   }
   void change_waiting(ChannelState& channel, bool waiting) noexcept;
   Status refuse(ChannelState& channel, Errc code, std::string cause, std::string remedy) noexcept;
@@ -173,8 +175,10 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   bool credit_failure_injected() noexcept;
   Status inject_write_failure(ChannelState& channel, std::uint64_t sequence) noexcept;
   void inject_credit_failure(ChannelState& channel) noexcept;
-  void fail_at_next_pass(const ChannelState& channel, transport::CompletionKind kind, std::uint64_t context,
-                         const char* cause) noexcept;
+  [[nodiscard]] static transport::Completion injected_failure(const ChannelState& channel,
+                                                             transport::CompletionKind kind, std::uint64_t context,
+                                                             const char* cause) noexcept;
+  void release_failure_held_for(const ChannelState& channel) noexcept;
   Status failed(ChannelState& channel) noexcept;
   void reject(const char* why, std::uint64_t notification) noexcept;
 
@@ -193,7 +197,9 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   std::size_t l2_bytes_ = 0;                       // this CPU's L2 cache (1 MiB when unknown)
   std::size_t split_from_ = 0;                     // direct stores this large are split copies (0: none)
   std::uint64_t inject_write_failure_ = 0;         // TETHER_INJECT_CHANNEL_WRITE_FAILURE (0: none)
-  bool inject_at_completion_ = false;              // TETHER_INJECT_WRITE_FAILURE_AT
+  bool inject_at_completion_ = false;              // TETHER_INJECT_WRITE_FAILURE_AT: completion or after-close
+  bool inject_after_close_ = false;                // TETHER_INJECT_WRITE_FAILURE_AT=after-close
+  std::optional<transport::Completion> failure_after_close_;  // held until its channel closed
   bool write_failure_fired_ = false;
   std::uint64_t inject_credit_failure_ = 0;        // TETHER_INJECT_CREDIT_FAILURE (0: none)
   bool credit_failure_fired_ = false;

@@ -298,6 +298,7 @@ struct ChannelState {
   RcacheHandle user_registration;        // user memory through the cache, or
   Registration registration;             // user memory: the transport's registration of it
   bool registered_whole = false;         // registered outside the cache (it had split the range)
+  bool holds_user_registration = false;  // counted in ChannelStats::user_registrations_held
   void* descriptor = nullptr;            // local descriptor of user memory (FI_MR_LOCAL)
   // Pool, one line (kCreditLineBytes): send side's credit landing / receive side's credit
   // write source, or its credit message.

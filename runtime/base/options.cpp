@@ -98,8 +98,10 @@ constexpr Option kOptions[] = {
     {"TETHER_INJECT_WRITE_FAILURE_AT", "post", Kind::choice,
      "Fault injection, for tests: where the write TETHER_INJECT_WRITE_FAILURE or TETHER_INJECT_CHANNEL_WRITE_FAILURE "
      "names, or the credit TETHER_INJECT_CREDIT_FAILURE names, fails: its post (the send, start() or credit fails), "
-     "or its completion (it never reaches the peer, and the error comes back at the next progress pass)",
-     "post|completion"},
+     "or its completion (it never reaches the peer, and the error comes back at the next progress pass); "
+     "after-close: a channel write's error comes back only once close() gave up waiting for it "
+     "(TETHER_CHANNEL_CLOSE_TIMEOUT), credits fail at their completion and rendezvous writes at their post",
+     "post|completion|after-close"},
     {"TETHER_INJECT_CREDIT_FAILURE", "0", Kind::integer,
      "Fault injection, for tests: this rank's N-th persistent-channel credit message or write (not shm-own's "
      "direct stores) fails (where: TETHER_INJECT_WRITE_FAILURE_AT); the receive channel fails and tells its sender, "
@@ -166,7 +168,8 @@ constexpr Option kOptions[] = {
      "(docs/persist.md); the send completes (test, wait, next_buffer) once the receiver's pieces are copied; 0: the "
      "sender copies alone"},
     {"TETHER_CHANNEL_CLOSE_TIMEOUT", "2s", Kind::duration,
-     "Longest a closing send channel waits for its writes in flight before it reports and leaks them"},
+     "Longest a closing send channel waits for its writes in flight before it reports them and closes; their "
+     "buffers stay registered until they end, and one that fails is told to the receiver"},
 
 };
 

@@ -449,7 +449,8 @@ class Engine {
   std::atomic<std::uint64_t> messages_taken_waiting_{0};
   std::uint64_t writes_posted_ = 0;    // rendezvous chunk writes (TETHER_INJECT_WRITE_FAILURE counts them)
   bool write_failure_fired_ = false;
-  std::vector<transport::Completion> injected_failures_;  // TETHER_INJECT_WRITE_FAILURE_AT=completion
+  // TETHER_INJECT_WRITE_FAILURE_AT=completion (or a channel's after-close): due at the next pass
+  std::vector<transport::Completion> injected_failures_;
   std::atomic<std::uint64_t> split_rendezvous_received_{0};
   std::atomic<std::uint64_t> rendezvous_received_{0};
   static void count_one(std::atomic<std::uint64_t>& counter) noexcept {

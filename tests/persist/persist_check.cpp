@@ -955,6 +955,40 @@ void write_failure(Runtime& runtime) {
   exchange_on_new_channels(runtime, ChannelShape{.peer = peer, .tag = 38, .slot_bytes = 4096, .slots = 2}, 8);
 }
 
+// Run with TETHER_INJECT_CHANNEL_WRITE_FAILURE=3, TETHER_INJECT_WRITE_FAILURE_AT=after-close
+// and a short TETHER_CHANNEL_CLOSE_TIMEOUT where channel messages are posted: rank 0 starts
+// 3 messages from its own buffer and closes its channel while the third is in flight;
+// close() gives up waiting and tells rank 1 it closed after 3, and only then does the third
+// write fail. Rank 1 must take messages 0 and 1, then see its channel fail with rank 0's
+// code instead of waiting for message 2 for ever on a live peer. Rank 0's buffer stays
+// registered until that write ended. Then both still exchange messages, checksummed.
+void write_failure_after_close(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  const int peer = 1 - runtime.rank();
+  ChannelShape shape{.peer = peer, .tag = 45, .slot_bytes = 4096, .slots = 4};
+  if (runtime.rank() == 0) {
+    std::vector<std::byte> memory(shape.slot_bytes);
+    {
+      auto out = SendChannel::create(runtime, shape, memory);
+      CHECK(out && out->wait_connected().has_value(), "a channel from a user buffer");
+      for (std::uint64_t i = 0; i < 3; ++i) {
+        fill(memory, 0, i);  // the last write is done: start_when_possible waits for it
+        CHECK(start_when_possible(*out, shape.slot_bytes) != Status::error, "start {}: {}", i,
+              out->last_error().message());
+      }
+    }  // closed with the third write in flight; it fails once this rank progresses again
+    CHECK(tether::channel_stats(runtime).user_registrations_held == 1, "the buffer, held while its write is in flight");
+    hand_token(runtime, 1, peer);
+    CHECK(tether::channel_stats(runtime).user_registrations_held == 0, "the buffer, held after its write ended");
+  } else {
+    ReceiveChannel in = connected_receive(runtime, shape);
+    take_two_then_fail(in, tether::Errc::transport, "rank 0's side of it failed");
+    fmt::print("rank 1 saw its channel fail: {}\n", in.last_error().message());
+    hand_token(runtime, 1, peer);
+  }
+  exchange_after_failure(runtime, peer);
+}
+
 // Run with TETHER_INJECT_CORRUPT_FLAG=3 on shm-own: rank 0's third direct store writes a
 // flag line naming a slot past the channel's last. Rank 1 must take the two messages before
 // it, then refuse that flag (its channel fails naming it) and tell rank 0, whose next
@@ -1127,6 +1161,7 @@ int main(int argc, char** argv) {
       {"bad-input", bad_input}, {"close-in-flight", close_in_flight}, {"fan-in", fan_in},
       {"killed", killed}, {"peer-death", peer_death}, {"write-failure", write_failure}, {"credit-failure", credit_failure},
       {"peer-closed", peer_closed}, {"credit-owed-again", credit_owed_again}, {"corrupt-flag", corrupt_flag},
+      {"write-failure-after-close", write_failure_after_close},
       {"held-slots", held_slots}, {"warm-slot", warm_slot},
       {"warm-large-slot", warm_large_slot}, {"send-buffers", send_buffers}, {"held-large-slots", held_large_slots},
       {"user-slots", user_slots}};

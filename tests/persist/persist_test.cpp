@@ -283,6 +283,27 @@ TEST(PersistFailureTest, FailedCreditFailsBothSides) {
   }
 }
 
+// A channel write that fails only after its sender closed the channel (close() gave up
+// waiting for it; injected) still fails the receiver's side, told by the sender, instead of
+// leaving it waiting for that message on a live peer.
+TEST(PersistFailureTest, WriteFailingAfterCloseFailsTheReceiver) {
+  for (std::string transport : {"tcp", "ofitcp"}) {
+    auto environment = transport_environment(transport);
+    environment.push_back("TETHER_INJECT_CHANNEL_WRITE_FAILURE=3");
+    environment.push_back("TETHER_INJECT_WRITE_FAILURE_AT=after-close");
+    environment.push_back("TETHER_CHANNEL_CLOSE_TIMEOUT=200ms");
+    auto outcome = tether::testing::run(
+        {TETHER_RUN_PATH, "-n", "2", "--timeout", "30s", PERSIST_CHECK_PATH, "write-failure-after-close"},
+        environment, 60s);
+    SCOPED_TRACE(transport);
+    expect_every_rank_passed(outcome, {"write-failure-after-close", 2, transport, ""});
+    EXPECT_NE(outcome.output.find("writes in flight; its buffers stay registered"), std::string::npos)
+        << outcome.output;
+    EXPECT_NE(outcome.output.find("rank 1 saw its channel fail"), std::string::npos) << outcome.output;
+    EXPECT_NE(outcome.output.find("after close"), std::string::npos) << outcome.output;
+  }
+}
+
 // A direct store whose flag line names a slot past the channel's last (injected) is refused:
 // the receive side fails naming it and tells the sender, which fails too.
 TEST(PersistFailureTest, CorruptFlagLineFailsBothSides) {

@@ -48,6 +48,8 @@ struct ChannelStats {
   std::uint64_t channels_created = 0;
   std::uint64_t handshake_messages = 0;  // hellos sent (one per channel)
   std::uint64_t user_registrations = 0;  // user buffers registered (once per channel)
+  std::uint64_t user_registrations_held = 0;  // of those, still held: open channels, and closed
+                                              // ones until their writes in flight end
   std::uint64_t key_registrations = 0;   // pool ranges registered for the peer's key alone
                                          // (TETHER_REMOTE_KEYS=exact): slots and flags, or credit word
   std::uint64_t data_writes = 0;         // RDMA writes of messages or partitions
