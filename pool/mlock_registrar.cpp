@@ -4,10 +4,24 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 
 #include "pool/memlock.hpp"
 
 namespace tether::pool {
+namespace {
+
+// munlock stops at the first unmapped page of its range (ENOMEM) and unlocks nothing when
+// the range starts in one: a registration part of which was unmapped since would leave
+// the rest locked for good. So the halves are tried until every mapped page is unlocked.
+void unlock_around_holes(std::uintptr_t start, std::uintptr_t end, std::uintptr_t page) noexcept {
+  if (::syscall(SYS_munlock, start, end - start) == 0 || errno != ENOMEM || end - start <= page) return;
+  std::uintptr_t middle = start + ((end - start) / 2 & ~(page - 1));
+  unlock_around_holes(start, middle, page);
+  unlock_around_holes(middle, end, page);
+}
+
+}  // namespace
 
 // Raw system calls: sanitizer runtimes turn the libc mlock into a no-op.
 Expected<Registration> MlockRegistrar::register_range(void* address, std::size_t length, Access) {
@@ -17,7 +31,9 @@ Expected<Registration> MlockRegistrar::register_range(void* address, std::size_t
 }
 
 void MlockRegistrar::deregister(const Registration& registration) noexcept {
-  ::syscall(SYS_munlock, registration.address, registration.length);
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  auto address = reinterpret_cast<std::uintptr_t>(registration.address);
+  unlock_around_holes(address & ~(page - 1), (address + registration.length + page - 1) & ~(page - 1), page);
 }
 
 MlockRegistrar& mlock_registrar() noexcept {

@@ -177,6 +177,9 @@ class Cache {
   void release(Entry* entry) noexcept;
   void invalidate(std::uintptr_t start, std::uintptr_t end) noexcept;
   void flush() noexcept;
+  // The RegistrationCache went while handles still hold entries: their registrations stay
+  // for good, and nothing is deregistered any more (the registrars may be gone).
+  void abandon() noexcept { abandoned_.store(true, std::memory_order_release); }
   RcacheStats stats() const noexcept;
 
   // fork(): idle entries' DONTFORK pages go to the child too (freed heap memory may hold
@@ -242,6 +245,7 @@ class Cache {
   std::size_t held_count_ = 0;
   std::size_t held_bytes_ = 0;
   std::atomic<Entry*> retired_{nullptr};        // lock-free stack of entries to deregister
+  std::atomic<bool> abandoned_{false};
   std::vector<Entry*> spare_entries_;           // recycled: entries are never freed while in use
   HugeChunks entry_memory_;  // blocks of kEntriesPerBlock entries and their counts, kEntryBlockBytes apart
   std::vector<std::unique_ptr<Registration[]>> registration_blocks_;  // and their registrations

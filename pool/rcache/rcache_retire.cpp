@@ -127,6 +127,7 @@ void Cache::retire(Entry* entry) noexcept {
 }
 
 void Cache::drain_retired() noexcept {
+  if (abandoned_.load(std::memory_order_acquire)) return;
   Entry* list = retired_.exchange(nullptr, std::memory_order_acquire);
   std::vector<Entry*> victims;
   for (; list != nullptr; list = list->next_retired) victims.push_back(list);
@@ -299,6 +300,10 @@ void Cache::drain_pending() noexcept {
 
 void Cache::prepare_fork() noexcept {
   miss_mutex_.lock();  // held across fork(): no registration changes meanwhile
+  {
+    MissPath holding;  // entries memory hooks invalidated go first, their pages back to fork()
+    drain_retired();
+  }
   fork_runs_.clear();
   for (const auto& [start, entry] : registered_) {
     if ((entry->state.load() & kFlags) != 0 || total_refs(*entry) != 0) continue;  // in use, or dying

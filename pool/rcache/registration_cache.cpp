@@ -264,6 +264,7 @@ RegistrationCache::~RegistrationCache() {
             "the registration cache is destroyed while handles still hold {} entries; it stays in "
             "memory with their registrations (release every RcacheHandle before destroying the cache)",
             held);
+  cache_->abandon();
   static_cast<void>(cache_.release());
 }
 

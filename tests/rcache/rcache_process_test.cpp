@@ -48,7 +48,29 @@ TEST(RcacheProcess, ForkAndSystemWithLiveRegistrations) {
   ::munmap(mapped, 16 * kPage);
 }
 
+// An entry a memory hook invalidated is only queued for deregistration, its pages still
+// DONTFORK; fork() must give the child those pages all the same (they are still mapped).
+TEST(RcacheProcess, AnEntryInvalidatedByAHookIsForkedWithItsPages) {
+  rcache::interpose_enable(true);
+  CountingMlockRegistrar registrar;
+  auto cache = make_cache(registrar);
+  auto* mapped = static_cast<unsigned char*>(map_pages(16));
+  ASSERT_NE(mapped, nullptr);
+  fill(mapped, 16 * kPage, 4);
+  { ASSERT_TRUE(cache->acquire(mapped, 16 * kPage)); }
+  (void)::madvise(mapped, 16 * kPage, MADV_DONTNEED);  // refused on locked pages; the hook invalidates
+  ASSERT_EQ(cache->stats().invalidations, 1u);
+  int status = run_with_watchdog([mapped] {
+    volatile unsigned char last = mapped[16 * kPage - 1];  // SIGSEGV where the page is not in the child
+    (void)last;
+    return 0;
+  });
+  EXPECT_EQ(status, 0) << "the child could not read pages the cache had invalidated (139: SIGSEGV)";
+  ::munmap(mapped, 16 * kPage);
+}
+
 TEST(RcacheProcess, ShutdownWithHandlesHeldIsReported) {
+  rcache::interpose_enable(true);
   CountingMlockRegistrar registrar;
   auto cache = make_cache(registrar);
   void* mapped = map_pages(4);
@@ -61,7 +83,9 @@ TEST(RcacheProcess, ShutdownWithHandlesHeldIsReported) {
   handle->release();  // after the cache is gone: safe, the registration stays coherent
   EXPECT_EQ(registrar.deregistrations, 0u);
   EXPECT_EQ(locked_kb(mapped), 16);
-  ::munmap(mapped, 4 * kPage);
+  ::munmap(mapped, 4 * kPage);  // the abandoned cache still hears of it, and queues the entry
+  EXPECT_EQ(run_with_watchdog([] { return 0; }), 0);  // fork() drains what caches queued
+  EXPECT_EQ(registrar.deregistrations, 0u) << "the abandoned cache deregistered (its registrars may be gone)";
 }
 
 TEST(RcacheProcess, MallocKeepMeansNoInvalidationsAndNoReregistration) {

@@ -143,6 +143,9 @@ TEST_P(RcacheReuseTest, PartialUnmapOfTheMiddle) {
   { ASSERT_TRUE(cache->acquire(base, 16 * kPage)); }
   ASSERT_EQ(unmap(base + 6 * kPage, 4 * kPage, GetParam()), 0);
   EXPECT_EQ(cache->stats().invalidations, 1u);
+  cache->flush();  // the entry is deregistered: no page on either side of the hole stays locked
+  EXPECT_EQ(locked_kb(base), 0);
+  EXPECT_EQ(locked_kb(base + 10 * kPage), 0) << "pages past the hole stayed locked";
   std::uint64_t registrations = registrar.registrations;
   std::uint64_t head = fill(base, 6 * kPage, 6);
   auto front = cache->acquire(base, 6 * kPage);
