@@ -75,7 +75,8 @@ Engine::Engine(std::unique_ptr<Bootstrap> bootstrap, std::unique_ptr<transport::
       commands_(std::min(options.max_requests, kCommandsReserved)),
       peers_(static_cast<std::size_t>(size_)) {
   for (int i = 0; i < size_; ++i) dead_.push_back(std::make_unique<std::atomic<bool>>(false));
-  for (PeerState& peer : peers_) peer.send_credits = options_.eager_credits;  // until the peer's own are read
+  for (PeerState& peer : peers_)  // until the peer's own are read
+    peer.send_credits = peer.credits_granted = options_.eager_credits;
   const auto& limits = transport_->limits();
   std::size_t room = limits.max_message_bytes > sizeof(MessageHeader) ? limits.max_message_bytes - sizeof(MessageHeader) : 0;
   options_.eager_limit_bytes = std::min(options_.eager_limit_bytes, room);
@@ -205,7 +206,7 @@ void Engine::adopt_limits(int peer_rank, std::span<const std::byte> bytes) {
   PeerState& peer = peers_[static_cast<std::size_t>(peer_rank)];
   std::size_t room = limits.receive_buffer_bytes > sizeof(MessageHeader) ? limits.receive_buffer_bytes - sizeof(MessageHeader) : 0;
   peer.eager_limit = std::min(options_.eager_limit_bytes, room);
-  peer.send_credits = limits.eager_credits;
+  peer.send_credits = peer.credits_granted = limits.eager_credits;
   if (peer.eager_limit != options_.eager_limit_bytes || limits.eager_credits != options_.eager_credits)
     log::warn("runtime",
               "rank {} takes eager messages up to {} B and lends {} credits (this rank: {} B, {}); sends to it keep "
@@ -469,11 +470,15 @@ void Engine::fail_requests_of_dead_peers() noexcept {
     RequestSlot* slot = requests_.at(i);
     if (slot->state.load(std::memory_order_acquire) != SlotState::pending || slot->peer < 0) continue;
     if (!dead_[static_cast<std::size_t>(slot->peer)]->load()) continue;
-    log::error("runtime", "a {} with rank {} (tag {}) fails: {}", slot->kind == RequestKind::send ? "send" : "receive",
-               slot->peer, slot->tag, failure_reason(slot->peer));
     if (posted_.contains(slot)) posted_.erase(slot);
-    complete(slot, Errc::peer_unreachable);
+    fail_for_dead_peer(slot);
   }
+}
+
+void Engine::fail_for_dead_peer(RequestSlot* slot) noexcept {
+  log::error("runtime", "a {} with rank {} (tag {}) fails: {}", slot->kind == RequestKind::send ? "send" : "receive",
+             slot->peer, slot->tag, failure_reason(slot->peer));
+  complete(slot, Errc::peer_unreachable);
 }
 
 void Engine::poll_transport() noexcept {

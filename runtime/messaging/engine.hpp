@@ -107,6 +107,7 @@ struct PeerState {
   // when it is first reached) bound what this rank sends it.
   std::size_t eager_limit = 0;      // largest eager payload its receive buffers hold
   std::uint32_t send_credits = 0;   // credits this rank may still spend at the peer
+  std::uint32_t credits_granted = 0;  // of the peer's: its TETHER_EAGER_CREDITS, what it lends this rank
   bool credits_exhausted = false;   // said so in the log since they ran out
   std::uint32_t credits_lent = 0;   // the peer's messages here that spent a credit, not yet given back
   std::uint32_t credits_owed = 0;   // of those, taken by a receive: given back with the next header
@@ -235,6 +236,7 @@ class Engine {
   }
   void progress_after_some_sends() noexcept;
   void fail_requests_of_dead_peers() noexcept;
+  void fail_for_dead_peer(RequestSlot* slot) noexcept;  // its peer is dead: peer_unreachable, logged
   void note_death(int peer, std::string_view why) noexcept;
   void note_server_lost(std::string_view why) noexcept;
   void wait_for_peers_to_finish() noexcept;
@@ -323,7 +325,7 @@ class Engine {
   inline void owe_credit(const MessageHeader& header) noexcept;
   [[nodiscard]] inline bool owing_sends_credits(const MessageHeader& header) const noexcept;
   void note_credits_exhausted(int peer_rank) noexcept;
-  void report_excess_credits(int source, std::uint32_t returned, std::uint32_t room) const noexcept;
+  void report_excess_credits(int source, std::uint32_t returned, std::uint32_t spent) const noexcept;
   void report_refused_eager(const MessageHeader& header) const noexcept;
   void send_owed_credits(int source) noexcept;
 

@@ -20,9 +20,9 @@ void Engine::note_credits_exhausted(int peer_rank) noexcept {
             rank_, options_.eager_credits, peer_rank);
 }
 
-void Engine::report_excess_credits(int source, std::uint32_t returned, std::uint32_t room) const noexcept {
-  log::error("runtime", "rank {} gave back {} eager credits, {} were lent to it; kept {}", source, returned, room,
-             options_.eager_credits);
+void Engine::report_excess_credits(int source, std::uint32_t returned, std::uint32_t spent) const noexcept {
+  log::error("runtime", "rank {} gave back {} eager credits where {} were spent at it; kept {}", source, returned,
+             spent, peers_[static_cast<std::size_t>(source)].credits_granted);
 }
 
 void Engine::report_refused_eager(const MessageHeader& header) const noexcept {

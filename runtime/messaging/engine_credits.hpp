@@ -33,9 +33,9 @@ inline void Engine::stamp_credits(int peer_rank, MessageHeader& header) noexcept
 inline void Engine::take_back_credits(int source, std::uint32_t returned) noexcept {
   if (returned == 0) return;
   PeerState& peer = peers_[static_cast<std::size_t>(source)];
-  std::uint32_t room = options_.eager_credits - peer.send_credits;
-  if (returned > room) report_excess_credits(source, returned, room);
-  peer.send_credits += std::min(returned, room);
+  std::uint32_t spent = peer.credits_granted - peer.send_credits;
+  if (returned > spent) report_excess_credits(source, returned, spent);
+  peer.send_credits += std::min(returned, spent);
   peer.credits_exhausted = false;
 }
 

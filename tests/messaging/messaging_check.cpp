@@ -568,6 +568,58 @@ void peer_death(Runtime& runtime) {
   std::fputs("rank 0 saw rank 1 die\n", stdout);
 }
 
+// Waits for `request` at most `seconds`: a request that never ends fails the check instead
+// of running into tether-run's timeout.
+Status wait_at_most(Runtime& runtime, Request& request, MessageInfo& info, int seconds) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  Status status = runtime.test(request, &info);
+  while (status == Status::posted && std::chrono::steady_clock::now() < deadline) status = runtime.test(request, &info);
+  return status;
+}
+
+// Rank 1 sends rank 0 an eager message (tag 1), a 1 MiB rendezvous (tag 2) and a marker
+// (tag 3), then dies once rank 0 has the marker (so the first two wait unexpected there).
+// After the death, rank 0 must still get the eager message (it came before), and a receive
+// from any source matching the rendezvous must fail with peer_unreachable instead of
+// waiting for ever on the dead sender.
+void dead_sender(Runtime& runtime) {
+  constexpr std::size_t kLarge = std::size_t{1} << 20;
+  std::vector<std::byte> large(kLarge);
+  int value = 0;
+  Request request;
+  MessageInfo info;
+  if (runtime.rank() == 1) {
+    value = 41;
+    Request eager, rendezvous, marker;
+    CHECK(runtime.isend(&value, 4, 0, 1, eager) != Status::error &&
+              runtime.isend(large.data(), kLarge, 0, 2, rendezvous) != Status::error &&
+              runtime.isend(&value, 4, 0, 3, marker) != Status::error,
+          "sends: {}", runtime.last_error().message());
+    CHECK(runtime.irecv(&value, 4, 0, 4, request) != Status::error, "the go-ahead");
+    wait_ok(runtime, request);  // rank 0 holds all three
+    std::fflush(nullptr);
+    ::_exit(3);
+  }
+  if (runtime.rank() != 0) return;
+  CHECK(runtime.irecv(&value, 4, 1, 3, request) != Status::error, "the marker");
+  wait_ok(runtime, request);
+  CHECK(runtime.isend(&value, 4, 1, 4, request) != Status::error, "the go-ahead");
+  wait_ok(runtime, request);
+  CHECK(runtime.irecv(&value, 4, 1, 9, request) != Status::error, "a receive that only the death ends");
+  CHECK(runtime.wait(request, &info) == Status::error && info.error == tether::Errc::peer_unreachable,
+        "rank 1's death: {}", tether::errc_name(info.error));
+  value = 0;
+  CHECK(runtime.irecv(&value, 4, 1, 1, request) != Status::error, "the eager message");
+  Status status = wait_at_most(runtime, request, info, 10);
+  CHECK(status == Status::done && value == 41, "the eager message that came before the death: status {} {} value {}",
+        static_cast<int>(status), tether::errc_name(info.error), value);
+  CHECK(runtime.irecv(large.data(), kLarge, tether::kAnySource, 2, request) != Status::error, "the rendezvous");
+  status = wait_at_most(runtime, request, info, 10);
+  CHECK(status == Status::error && info.error == tether::Errc::peer_unreachable && info.source == 1,
+        "a receive from any source matching a dead sender's rendezvous: status {} {}", static_cast<int>(status),
+        tether::errc_name(info.error));
+}
+
 // TETHER_INJECT_WRITE_FAILURE=N: rank 0's N-th rendezvous write fails (its post, or with
 // TETHER_INJECT_WRITE_FAILURE_AT=completion its completion). Its 1 MiB send to rank 1 fails
 // with the transport error; rank 1's receive fails with it too, holding the N-1 chunks
@@ -768,7 +820,7 @@ int main(int argc, char** argv) {
       {"ordering", ordering}, {"sends-at-start", sends_at_start}, {"read-in-place", read_in_place},
       {"waited-in-place", waited_in_place},
       {"wildcards", wildcards}, {"truncation", truncation}, {"many", many},
-      {"bad-input", bad_input}, {"peer-death", peer_death}, {"silent-sender", silent_sender},
+      {"bad-input", bad_input}, {"peer-death", peer_death}, {"dead-sender", dead_sender}, {"silent-sender", silent_sender},
       {"write-failure", write_failure}, {"chunk-mismatch", chunk_mismatch},
       {"launcher-lost", [&](Runtime& r) { launcher_lost(r, argc > 2 ? argv[2] : nullptr); }},
       {"pressure", pressure},

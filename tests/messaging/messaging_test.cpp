@@ -333,12 +333,38 @@ TEST(MessagingLimitsTest, RanksWithDifferentEagerLimitsAndCreditsKeepToEachOther
   }
 }
 
+// The side lent more credits than it lends (rank 1: 3 of its own, rank 0's default) takes
+// back every credit it spent: 2000 small messages each way, and no credit refused as excess.
+TEST(MessagingLimitsTest, ASideLentMoreCreditsThanItLendsTakesThemAllBack) {
+  for (std::string transport : {"shm", "tcp"}) {
+    std::string script = std::string("if [ \"$PMIX_RANK\" = 1 ]; then export TETHER_EAGER_CREDITS=3; fi; exec ") +
+                         MESSAGING_CHECK_PATH + " many";
+    Outcome outcome = run({TETHER_RUN_PATH, "-n", "2", "--timeout", "80s", "/bin/sh", "-c", script},
+                          environment_for({"many", 2, transport, "put"}), std::chrono::seconds(100));
+    EXPECT_EQ(outcome.exit_code, 0) << transport << "\n" << outcome.output;
+    for (const char* passed : {"rank 0: many passed", "rank 1: many passed"})
+      EXPECT_NE(outcome.output.find(passed), std::string::npos) << outcome.output;
+    EXPECT_EQ(outcome.output.find("gave back"), std::string::npos) << transport << "\n" << outcome.output;
+  }
+}
+
 TEST(MessagingFailureTest, DeadPeerFailsRequestsAndTheLauncherNamesIt) {
   Outcome outcome = run({TETHER_RUN_PATH, "-n", "3", "--timeout", "60s", MESSAGING_CHECK_PATH, "peer-death"}, {},
                         std::chrono::seconds(90));
   EXPECT_NE(outcome.exit_code, 0) << outcome.output;
   EXPECT_NE(outcome.output.find("rank 0 saw rank 1 die"), std::string::npos) << outcome.output;
   EXPECT_NE(outcome.output.find("rank 1"), std::string::npos) << outcome.output;
+}
+
+// Messages a rank sent before it died: an eager one is still received; a receive from any
+// source matching its rendezvous fails with peer_unreachable instead of waiting for ever.
+TEST(MessagingFailureTest, MessagesFromADeadSenderAreTakenOrFail) {
+  for (std::string transport : {"shm", "tcp"}) {
+    Outcome outcome = run_pair({"dead-sender", 2, transport, "auto"}, {});
+    EXPECT_NE(outcome.exit_code, 0) << transport << "\n" << outcome.output;  // rank 1 died
+    EXPECT_NE(outcome.output.find("rank 0: dead-sender passed"), std::string::npos) << transport << "\n"
+                                                                                    << outcome.output;
+  }
 }
 
 // A receive from any source that matched a rendezvous waits on that sender: when it goes
