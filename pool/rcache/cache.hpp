@@ -178,8 +178,9 @@ class Cache {
   void invalidate(std::uintptr_t start, std::uintptr_t end) noexcept;
   void flush() noexcept;
   // The RegistrationCache went while handles still hold entries: their registrations stay
-  // for good, and nothing is deregistered any more (the registrars may be gone).
-  void abandon() noexcept { abandoned_.store(true, std::memory_order_release); }
+  // for good, and nothing is deregistered any more (the registrars may be gone); pages of
+  // entries it drops still go back to fork().
+  void abandon() noexcept;
   RcacheStats stats() const noexcept;
 
   // fork(): idle entries' DONTFORK pages go to the child too (freed heap memory may hold
@@ -226,6 +227,7 @@ class Cache {
   void retire(Entry* entry) noexcept;
   void push_retired(Entry* entry) noexcept;
   void drain_retired() noexcept;
+  void deregister(std::span<Entry* const> victims, std::span<const Interval> runs) noexcept;
   void destroy(std::span<Entry* const> victims) noexcept;
   void unlink(Entry* entry) noexcept;
   std::vector<Interval> released_runs(std::span<Entry* const> victims) const;

@@ -127,7 +127,6 @@ void Cache::retire(Entry* entry) noexcept {
 }
 
 void Cache::drain_retired() noexcept {
-  if (abandoned_.load(std::memory_order_acquire)) return;
   Entry* list = retired_.exchange(nullptr, std::memory_order_acquire);
   std::vector<Entry*> victims;
   for (; list != nullptr; list = list->next_retired) victims.push_back(list);
@@ -158,6 +157,16 @@ void Cache::destroy(std::span<Entry* const> victims) noexcept {
     ::madvise(reinterpret_cast<void*>(run.start), run.end - run.start, MADV_DOFORK);
   }
   unwatch(victims);
+  if (!abandoned_.load(std::memory_order_relaxed)) deregister(victims, runs);
+  for (Entry* entry : victims) {
+    entry->state.fetch_and(~kEvicting);  // claimed: dead, generation kept
+    spare_entries_.push_back(entry);
+  }
+  deregistrations_.fetch_add(victims.size(), std::memory_order_relaxed);
+}
+
+// Each registrar lets go of `victims`: a non-nesting one (mlock) of the released `runs` only.
+void Cache::deregister(std::span<Entry* const> victims, std::span<const Interval> runs) noexcept {
   for (std::size_t slot = 0; slot < registrars_.size(); ++slot) {
     if (!options_.non_nesting[slot]) {
       for (Entry* entry : victims) registrars_[slot]->deregister(entry->registrations[slot]);
@@ -170,11 +179,6 @@ void Cache::destroy(std::span<Entry* const> victims) noexcept {
       registrars_[slot]->deregister(part);
     }
   }
-  for (Entry* entry : victims) {
-    entry->state.fetch_and(~kEvicting);  // claimed: dead, generation kept
-    spare_entries_.push_back(entry);
-  }
-  deregistrations_.fetch_add(victims.size(), std::memory_order_relaxed);
 }
 
 // Counted across caches: only pages no entry of any cache covers leave the userfaultfd.
@@ -324,6 +328,11 @@ void Cache::after_fork_in_parent() noexcept {
 }
 
 void Cache::after_fork_in_child() noexcept { miss_mutex_.unlock(); }
+
+void Cache::abandon() noexcept {
+  std::lock_guard guard(miss_mutex_);  // a drain under way ends first: none after it deregisters
+  abandoned_.store(true, std::memory_order_relaxed);
+}
 
 void Cache::flush() noexcept {
   std::lock_guard guard(miss_mutex_);

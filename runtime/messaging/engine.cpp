@@ -476,8 +476,9 @@ void Engine::fail_requests_of_dead_peers() noexcept {
 }
 
 void Engine::fail_for_dead_peer(RequestSlot* slot) noexcept {
+  int tag = slot->tag == kAnyTag ? slot->info.tag : slot->tag;  // a receive of any tag that matched: the message's
   log::error("runtime", "a {} with rank {} (tag {}) fails: {}", slot->kind == RequestKind::send ? "send" : "receive",
-             slot->peer, slot->tag, failure_reason(slot->peer));
+             slot->peer, tag, failure_reason(slot->peer));
   complete(slot, Errc::peer_unreachable);
 }
 

@@ -17,7 +17,7 @@ void Engine::note_credits_exhausted(int peer_rank) noexcept {
   peer.credits_exhausted = true;
   log::info("runtime", "rank {} has used its {} eager credits at rank {} (TETHER_EAGER_CREDITS): messages wait "
             "at the sender by rendezvous until that rank's receives take the earlier ones",
-            rank_, options_.eager_credits, peer_rank);
+            rank_, peer.credits_granted, peer_rank);
 }
 
 void Engine::report_excess_credits(int source, std::uint32_t returned, std::uint32_t spent) const noexcept {
