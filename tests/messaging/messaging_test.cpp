@@ -294,16 +294,22 @@ TEST(MessagingThreadsTest, FourThreadsPerRankExchangeAtOnce) {
   }
 }
 
+// `test_case` under tether-run, rank `rank` started with `exports` ("NAME=value ...") set.
+Outcome run_with_rank_exporting(const Case& test_case, int rank, const std::string& exports) {
+  std::string script = "if [ \"$PMIX_RANK\" = " + std::to_string(rank) + " ]; then export " + exports +
+                       "; fi; exec " + MESSAGING_CHECK_PATH + " " + test_case.scenario;
+  return run({TETHER_RUN_PATH, "-n", std::to_string(test_case.ranks), "--timeout", "80s", "/bin/sh", "-c", script},
+             environment_for(test_case), std::chrono::seconds(100));
+}
+
 // Rank 0 cannot register user memory (TETHER_INJECT_MEMLOCK_FAILURE, as at the locked-memory
 // limit): a rendezvous into its malloc'd buffer is refused, both sides fail with
 // memlock_limit naming the fix, the buffer is untouched, and rank 0 keeps receiving from
 // ranks 1 and 2 into pool memory (tether-messaging-check memlock-refused).
 TEST(MessagingPressureTest, MemlockLimitRefusesTheMessageAndTheRankKeepsServing) {
   for (std::string transport : {"shm", "tcp"}) {
-    std::string script = std::string("if [ \"$PMIX_RANK\" = 0 ]; then export TETHER_INJECT_MEMLOCK_FAILURE=1; fi; exec ") +
-                         MESSAGING_CHECK_PATH + " memlock-refused";
-    Outcome outcome = run({TETHER_RUN_PATH, "-n", "3", "--timeout", "60s", "/bin/sh", "-c", script},
-                          environment_for({"memlock-refused", 3, transport, "put"}), std::chrono::seconds(90));
+    Outcome outcome =
+        run_with_rank_exporting({"memlock-refused", 3, transport, "put"}, 0, "TETHER_INJECT_MEMLOCK_FAILURE=1");
     EXPECT_EQ(outcome.exit_code, 0) << transport << "\n" << outcome.output;
     expect_ranks_passed(outcome, 3, "memlock-refused");
     EXPECT_NE(outcome.output.find("rendezvous from rank 1 cannot land: memlock limit"), std::string::npos)
@@ -321,13 +327,10 @@ TEST(MessagingPressureTest, MemlockLimitRefusesTheMessageAndTheRankKeepsServing)
 // messages would be truncated in rank 1's buffers).
 TEST(MessagingLimitsTest, RanksWithDifferentEagerLimitsAndCreditsKeepToEachOthers) {
   for (std::string transport : {"shm", "tcp"}) {
-    std::string script = std::string("if [ \"$PMIX_RANK\" = 1 ]; then export TETHER_EAGER_LIMIT=100 "
-                                     "TETHER_EAGER_CREDITS=3; fi; exec ") + MESSAGING_CHECK_PATH + " sizes";
-    Outcome outcome = run({TETHER_RUN_PATH, "-n", "2", "--timeout", "80s", "/bin/sh", "-c", script},
-                          environment_for({"sizes", 2, transport, "put"}), std::chrono::seconds(100));
+    Outcome outcome =
+        run_with_rank_exporting({"sizes", 2, transport, "put"}, 1, "TETHER_EAGER_LIMIT=100 TETHER_EAGER_CREDITS=3");
     EXPECT_EQ(outcome.exit_code, 0) << transport << "\n" << outcome.output;
-    for (const char* passed : {"rank 0: sizes passed", "rank 1: sizes passed"})
-      EXPECT_NE(outcome.output.find(passed), std::string::npos) << outcome.output;
+    expect_ranks_passed(outcome, 2, "sizes");
     EXPECT_NE(outcome.output.find("rank 1 takes eager messages up to 116 B and lends 3 credits"), std::string::npos)
         << outcome.output;
   }
@@ -337,13 +340,9 @@ TEST(MessagingLimitsTest, RanksWithDifferentEagerLimitsAndCreditsKeepToEachOther
 // back every credit it spent: 2000 small messages each way, and no credit refused as excess.
 TEST(MessagingLimitsTest, ASideLentMoreCreditsThanItLendsTakesThemAllBack) {
   for (std::string transport : {"shm", "tcp"}) {
-    std::string script = std::string("if [ \"$PMIX_RANK\" = 1 ]; then export TETHER_EAGER_CREDITS=3; fi; exec ") +
-                         MESSAGING_CHECK_PATH + " many";
-    Outcome outcome = run({TETHER_RUN_PATH, "-n", "2", "--timeout", "80s", "/bin/sh", "-c", script},
-                          environment_for({"many", 2, transport, "put"}), std::chrono::seconds(100));
+    Outcome outcome = run_with_rank_exporting({"many", 2, transport, "put"}, 1, "TETHER_EAGER_CREDITS=3");
     EXPECT_EQ(outcome.exit_code, 0) << transport << "\n" << outcome.output;
-    for (const char* passed : {"rank 0: many passed", "rank 1: many passed"})
-      EXPECT_NE(outcome.output.find(passed), std::string::npos) << outcome.output;
+    expect_ranks_passed(outcome, 2, "many");
     EXPECT_EQ(outcome.output.find("gave back"), std::string::npos) << transport << "\n" << outcome.output;
   }
 }
