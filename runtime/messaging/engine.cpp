@@ -359,6 +359,12 @@ Status Engine::finish_test(RequestSlot* slot, Request& request, MessageInfo* inf
 }
 
 Status Engine::refuse_failed(const RequestSlot* slot, Errc error) noexcept {
+  if (error == Errc::peer_unreachable && slot->peer < 0 && size_ > 1) {
+    int other = rank_ == 0 ? 1 : 0;  // every other rank is dead: any one says why
+    return refuse(error,
+                  fmt::format("receive from any rank failed: every other rank is gone ({})", failure_reason(other)),
+                  failure_remedy(other, kPeerFailureRemedy));
+  }
   if (error == Errc::peer_unreachable && slot->peer >= 0) {
     return refuse(error, fmt::format("{} with rank {} failed: {}", slot->kind == RequestKind::send ? "send" : "receive",
                                      slot->peer, failure_reason(slot->peer)),
@@ -466,10 +472,11 @@ void Engine::fail_requests_of_dead_peers() noexcept {
   drop_backlog_of_dead_peers();
   for (int peer = 0; peer < size_ && channel_events_; ++peer)
     if (dead_[static_cast<std::size_t>(peer)]->load()) channel_events_->on_peer_death(peer);
+  const bool no_rank_left = every_other_rank_dead();  // a receive from any rank would wait for ever
   for (std::uint32_t i = 0; i < requests_.capacity(); ++i) {
     RequestSlot* slot = requests_.at(i);
-    if (slot->state.load(std::memory_order_acquire) != SlotState::pending || slot->peer < 0) continue;
-    if (!dead_[static_cast<std::size_t>(slot->peer)]->load()) continue;
+    if (slot->state.load(std::memory_order_acquire) != SlotState::pending) continue;
+    if (slot->peer < 0 ? !no_rank_left : !dead_[static_cast<std::size_t>(slot->peer)]->load()) continue;
     if (posted_.contains(slot)) posted_.erase(slot);
     fail_for_dead_peer(slot);
   }
@@ -477,9 +484,18 @@ void Engine::fail_requests_of_dead_peers() noexcept {
 
 void Engine::fail_for_dead_peer(RequestSlot* slot) noexcept {
   int tag = slot->tag == kAnyTag ? slot->info.tag : slot->tag;  // a receive of any tag that matched: the message's
-  log::error("runtime", "a {} with rank {} (tag {}) fails: {}", slot->kind == RequestKind::send ? "send" : "receive",
-             slot->peer, tag, failure_reason(slot->peer));
+  if (slot->peer < 0)
+    log::error("runtime", "a receive from any rank (tag {}) fails: every other rank is gone", tag);
+  else
+    log::error("runtime", "a {} with rank {} (tag {}) fails: {}", slot->kind == RequestKind::send ? "send" : "receive",
+               slot->peer, tag, failure_reason(slot->peer));
   complete(slot, Errc::peer_unreachable);
+}
+
+bool Engine::every_other_rank_dead() const noexcept {
+  for (int peer = 0; peer < size_; ++peer)
+    if (peer != rank_ && !dead_[static_cast<std::size_t>(peer)]->load()) return false;
+  return size_ > 1;
 }
 
 void Engine::poll_transport() noexcept {

@@ -237,6 +237,7 @@ class Engine {
   void progress_after_some_sends() noexcept;
   void fail_requests_of_dead_peers() noexcept;
   void fail_for_dead_peer(RequestSlot* slot) noexcept;  // its peer is dead: peer_unreachable, logged
+  [[nodiscard]] bool every_other_rank_dead() const noexcept;
   void note_death(int peer, std::string_view why) noexcept;
   void note_server_lost(std::string_view why) noexcept;
   void wait_for_peers_to_finish() noexcept;

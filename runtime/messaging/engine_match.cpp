@@ -24,11 +24,12 @@ constexpr std::uint32_t kMaxSequenceAhead = 1U << 16;
 }  // namespace
 
 // A message that arrived before its sender died is still taken; a rendezvous from it fails
-// (answer_rts), as does a receive naming a dead rank that nothing matches.
+// (answer_rts), as does a receive naming a dead rank, or from any rank once every other is
+// dead, that nothing matches.
 void Engine::post_receive(RequestSlot* slot) noexcept {
   if (!unexpected_.empty() && match_unexpected(slot)) return;
-  if (slot->peer >= 0 && dead_[static_cast<std::size_t>(slot->peer)]->load())
-    return complete(slot, Errc::peer_unreachable);
+  bool nobody_left = slot->peer >= 0 ? dead_[static_cast<std::size_t>(slot->peer)]->load() : every_other_rank_dead();
+  if (nobody_left) return complete(slot, Errc::peer_unreachable);
   posted_.push_back(slot);
 }
 

@@ -717,10 +717,10 @@ void chunk_mismatch(Runtime& runtime) {
 }
 
 // Run by MessagingFailureTest.KilledLauncherEndsTheRanksWaits, with a directory `out`: each
-// rank writes its pid to out/rank<r>.pid, then waits for a message nobody sends. The test SIGKILLs
-// tether-run, the PMIx server: the wait must fail with peer_unreachable naming the lost
-// server. The rank writes what the wait returned to out/rank<r>.result and
-// exits (no closing barrier: there is no server).
+// rank writes its pid to out/rank<r>.pid, then waits for a message nobody sends (rank 1 from
+// any rank). The test SIGKILLs tether-run, the PMIx server: the wait must fail with
+// peer_unreachable naming the lost server. The rank writes what the wait returned to
+// out/rank<r>.result and exits (no closing barrier: there is no server).
 void launcher_lost(Runtime& runtime, const char* out) {
   std::signal(SIGPIPE, SIG_IGN);  // its output pipes lead to the dead launcher
   CHECK(out != nullptr && runtime.size() == 2, "launcher-lost needs a directory argument and 2 ranks");
@@ -735,7 +735,8 @@ void launcher_lost(Runtime& runtime, const char* out) {
   };
   int never = 0;
   Request request;
-  CHECK(runtime.irecv(&never, sizeof never, 1 - runtime.rank(), 98, request) != Status::error, "recv");
+  int source = runtime.rank() == 0 ? 1 : tether::kAnySource;  // rank 1: from any rank, which must fail too
+  CHECK(runtime.irecv(&never, sizeof never, source, 98, request) != Status::error, "recv");
   write_file("pid", std::to_string(::getpid()));
   MessageInfo info;
   Status status = runtime.wait(request, &info);

@@ -432,8 +432,9 @@ bool exits_within(pid_t pid, std::chrono::seconds limit) {
   return false;
 }
 
-// tether-run SIGKILLed while its two ranks wait on each other: the PMIx server is gone, so
-// each rank's wait fails naming it and the rank exits. Before, both waited for ever.
+// tether-run SIGKILLed while its two ranks wait on each other (rank 1 on any rank): the PMIx
+// server is gone, so each rank's wait fails naming it and the rank exits. Before, both
+// waited for ever (a receive from any rank did until every other rank counted as dead failed it).
 TEST(MessagingFailureTest, KilledLauncherEndsTheRanksWaits) {
   char directory[] = "/tmp/tether-launcher-lost.XXXXXX";
   ASSERT_NE(::mkdtemp(directory), nullptr);
