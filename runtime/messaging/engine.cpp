@@ -75,6 +75,7 @@ Engine::Engine(std::unique_ptr<Bootstrap> bootstrap, std::unique_ptr<transport::
       commands_(std::min(options.max_requests, kCommandsReserved)),
       peers_(static_cast<std::size_t>(size_)) {
   for (int i = 0; i < size_; ++i) dead_.push_back(std::make_unique<std::atomic<bool>>(false));
+  dead_seen_.assign(static_cast<std::size_t>(size_), 0);
   for (PeerState& peer : peers_)  // until the peer's own are read
     peer.send_credits = peer.credits_granted = options_.eager_credits;
   const auto& limits = transport_->limits();
@@ -469,14 +470,20 @@ void Engine::fail_requests_of_dead_peers() noexcept {
   std::uint64_t deaths = deaths_.load(std::memory_order_acquire);
   if (deaths == deaths_applied_) return;
   deaths_applied_ = deaths;
+  // One look at the flags for the backlog and the requests alike: a rank marked dead between
+  // the two would have its send failed here with its backlog entry kept, which a later pass
+  // would complete again after the request's slot was reused.
+  for (int peer = 0; peer < size_; ++peer)
+    dead_seen_[static_cast<std::size_t>(peer)] = dead_[static_cast<std::size_t>(peer)]->load() ? 1 : 0;
   drop_backlog_of_dead_peers();
   for (int peer = 0; peer < size_ && channel_events_; ++peer)
-    if (dead_[static_cast<std::size_t>(peer)]->load()) channel_events_->on_peer_death(peer);
-  const bool no_rank_left = every_other_rank_dead();  // a receive from any rank would wait for ever
+    if (dead_seen_[static_cast<std::size_t>(peer)] != 0) channel_events_->on_peer_death(peer);
+  // a receive from any rank would wait for ever (this rank's own flag is never set)
+  const bool no_rank_left = size_ > 1 && std::count(dead_seen_.begin(), dead_seen_.end(), 1) == size_ - 1;
   for (std::uint32_t i = 0; i < requests_.capacity(); ++i) {
     RequestSlot* slot = requests_.at(i);
     if (slot->state.load(std::memory_order_acquire) != SlotState::pending) continue;
-    if (slot->peer < 0 ? !no_rank_left : !dead_[static_cast<std::size_t>(slot->peer)]->load()) continue;
+    if (slot->peer < 0 ? !no_rank_left : dead_seen_[static_cast<std::size_t>(slot->peer)] == 0) continue;
     if (posted_.contains(slot)) posted_.erase(slot);
     fail_for_dead_peer(slot);
   }

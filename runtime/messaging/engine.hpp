@@ -311,7 +311,7 @@ class Engine {
   void post_bounce(int peer_rank, std::byte* bounce, std::size_t length, RequestSlot* eager_request) noexcept;
   Status try_send(const Outgoing& outgoing) noexcept;
   void flush_backlog() noexcept;
-  void drop_backlog_of_dead_peers() noexcept;
+  void drop_backlog_of_dead_peers() noexcept;  // of ranks dead in dead_seen_
   Expected<transport::PeerIndex> resolve(int peer_rank);
   void adopt_limits(int peer_rank, std::span<const std::byte> bytes);
   void choose_yield();
@@ -438,6 +438,7 @@ class Engine {
   std::vector<std::unique_ptr<std::atomic<bool>>> dead_;  // written by the PMIx event thread
   std::atomic<std::uint64_t> deaths_{0};
   std::uint64_t deaths_applied_ = 0;
+  std::vector<char> dead_seen_;  // dead_ as fail_requests_of_dead_peers last read it, by rank
 
   std::vector<int> watched_peers_;           // peers with waiting requests (liveness)
   std::uint32_t passes_since_liveness_check_ = 0;

@@ -204,7 +204,7 @@ Status Engine::try_send(const Outgoing& outgoing) noexcept {
 // other peers behind them for ever: they go, and their eager requests fail.
 void Engine::drop_backlog_of_dead_peers() noexcept {
   for (auto it = backlog_.begin(); it != backlog_.end();) {
-    if (!peer_dead(it->peer)) {
+    if (dead_seen_[static_cast<std::size_t>(it->peer)] == 0) {
       ++it;
       continue;
     }
