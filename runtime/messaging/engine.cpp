@@ -460,6 +460,7 @@ void Engine::progress_locked() noexcept {
 }
 
 void Engine::run_command(RequestSlot* slot) noexcept {
+  slot->started = true;
   watch_request(slot);
   if (slot->kind == RequestKind::receive) return post_receive(slot);
   if (slot->peer == rank_) return send_to_self(slot);
@@ -482,20 +483,20 @@ void Engine::fail_requests_of_dead_peers() noexcept {
   const bool no_rank_left = size_ > 1 && std::count(dead_seen_.begin(), dead_seen_.end(), 1) == size_ - 1;
   for (std::uint32_t i = 0; i < requests_.capacity(); ++i) {
     RequestSlot* slot = requests_.at(i);
-    if (slot->state.load(std::memory_order_acquire) != SlotState::pending) continue;
+    if (slot->state.load(std::memory_order_acquire) != SlotState::pending || !slot->started) continue;
     if (slot->peer < 0 ? !no_rank_left : dead_seen_[static_cast<std::size_t>(slot->peer)] == 0) continue;
     if (posted_.contains(slot)) posted_.erase(slot);
-    fail_for_dead_peer(slot);
+    fail_for_dead_peer(slot, slot->tag);
   }
 }
 
-void Engine::fail_for_dead_peer(RequestSlot* slot) noexcept {
-  int tag = slot->tag == kAnyTag ? slot->info.tag : slot->tag;  // a receive of any tag that matched: the message's
+void Engine::fail_for_dead_peer(RequestSlot* slot, int tag) noexcept {
+  std::string tag_text = tag == kAnyTag ? "any" : std::to_string(tag);
   if (slot->peer < 0)
-    log::error("runtime", "a receive from any rank (tag {}) fails: every other rank is gone", tag);
+    log::error("runtime", "a receive from any rank (tag {}) fails: every other rank is gone", tag_text);
   else
     log::error("runtime", "a {} with rank {} (tag {}) fails: {}", slot->kind == RequestKind::send ? "send" : "receive",
-               slot->peer, tag, failure_reason(slot->peer));
+               slot->peer, tag_text, failure_reason(slot->peer));
   complete(slot, Errc::peer_unreachable);
 }
 

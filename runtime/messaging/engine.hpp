@@ -236,7 +236,8 @@ class Engine {
   }
   void progress_after_some_sends() noexcept;
   void fail_requests_of_dead_peers() noexcept;
-  void fail_for_dead_peer(RequestSlot* slot) noexcept;  // its peer is dead: peer_unreachable, logged
+  // Its peer is dead: peer_unreachable, logged with `tag` (a matched message's, or the request's).
+  void fail_for_dead_peer(RequestSlot* slot, int tag) noexcept;
   [[nodiscard]] bool every_other_rank_dead() const noexcept;
   void note_death(int peer, std::string_view why) noexcept;
   void note_server_lost(std::string_view why) noexcept;

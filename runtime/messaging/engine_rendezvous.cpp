@@ -126,7 +126,7 @@ void Engine::answer_rts(RequestSlot* receive, const MessageHeader& header, const
   receive->peer = source;
   // Its sender died since the RTS came (a receive from any source matched it late): the data
   // cannot be fetched, and a dead rank is watched no more.
-  if (dead_[static_cast<std::size_t>(source)]->load()) return fail_for_dead_peer(receive);
+  if (dead_[static_cast<std::size_t>(source)]->load()) return fail_for_dead_peer(receive, header.tag);
   // A receive from any source now waits on this one sender: watch it (TETHER_PEER_TIMEOUT),
   // as a receive naming its source is watched from the start.
   if (!receive->watched) watch_request(receive);

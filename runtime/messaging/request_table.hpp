@@ -30,6 +30,9 @@ struct RequestSlot {
   int tag = kAnyTag;
   MessageInfo info;
   bool watched = false;       // counted in its peer's waiting_requests (liveness)
+  // run_command ran (progress lock held): until then another thread's start may still be
+  // queued, its peer not yet read, and only run_command may fail it (a dead peer).
+  bool started = false;
   // Rendezvous state.
   RcacheHandle cached;        // a user buffer's registration from the engine's cache, or
   Registration registration;  // one registered for this transfer (the range spans cache entries)
@@ -128,6 +131,7 @@ class RequestTable {
     slot.info = MessageInfo{};
     slot.registered = false;
     slot.watched = false;
+    slot.started = false;
     slot.chunks_left = 0;
     slot.posted_bytes = 0;
     slot.transfer_bytes = 0;

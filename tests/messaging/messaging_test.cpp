@@ -462,6 +462,8 @@ TEST(MessagingFailureTest, KilledLauncherEndsTheRanksWaits) {
     EXPECT_NE(result.find("lost the PMIx server"), std::string::npos) << rank << ": " << result;
     EXPECT_NE(result.find("start the job again"), std::string::npos) << rank << ": " << result;
   }
+  EXPECT_NE(file_text(out + "/rank1.result").find("receive from any rank failed: every other rank is gone"),
+            std::string::npos);
   for (pid_t rank : ranks) ::kill(rank, SIGKILL);  // a rank that outlived the check
   std::filesystem::remove_all(out);
 }
