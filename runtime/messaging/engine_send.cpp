@@ -10,6 +10,8 @@
 namespace tether::messaging {
 
 void Engine::send_to_peer(RequestSlot* slot) noexcept {
+  // Dead since the send started (its command queued meanwhile): the dead-peer pass left it here.
+  if (dead_[static_cast<std::size_t>(slot->peer)]->load()) return complete(slot, Errc::peer_unreachable);
   PeerState& peer = peers_[static_cast<std::size_t>(slot->peer)];
   auto resolved = resolve(slot->peer);
   if (!resolved) {
