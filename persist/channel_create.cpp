@@ -345,7 +345,7 @@ void ChannelRegistry::close(ChannelState& channel) noexcept {
   send_close_notice(channel);
   channel.closed = true;  // pool memory stays until the runtime ends: the peer may still write
   if (channel.send.writes_in_flight == 0) release_registration(channel);
-  if (failure_after_close_) release_failure_held_for(channel);
+  release_failure_held_for(channel);
 }
 
 // The peer's keys to the channel's pool memory stay valid while the peer may still write

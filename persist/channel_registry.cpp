@@ -57,8 +57,9 @@ ChannelRegistry::ChannelRegistry(messaging::Engine& engine)
   split_from_ = config.size_bytes("TETHER_CHANNEL_SPLIT_COPY");
   inject_write_failure_ = injection_count(config, "TETHER_INJECT_CHANNEL_WRITE_FAILURE");
   std::string_view inject_at = config.choice("TETHER_INJECT_WRITE_FAILURE_AT");
-  inject_at_completion_ = inject_at != "post";
-  inject_after_close_ = inject_at == "after-close";
+  inject_at_ = inject_at == "post"         ? InjectAt::post
+               : inject_at == "completion" ? InjectAt::completion
+                                           : InjectAt::after_close;
   inject_credit_failure_ = injection_count(config, "TETHER_INJECT_CREDIT_FAILURE");
   inject_corrupt_flag_ = injection_count(config, "TETHER_INJECT_CORRUPT_FLAG");
 }
@@ -254,15 +255,16 @@ bool ChannelRegistry::credit_failure_injected() noexcept {
 // the next progress pass.
 Status ChannelRegistry::inject_write_failure(ChannelState& channel, std::uint64_t sequence) noexcept {
   constexpr const char* kRemedy = "unset TETHER_INJECT_CHANNEL_WRITE_FAILURE (it is for tests)";
-  if (!inject_at_completion_)
+  if (inject_at_ == InjectAt::post)
     return fail_channel_and_tell_peer(channel, Errc::transport,
                                       "a write failed: injected by TETHER_INJECT_CHANNEL_WRITE_FAILURE", kRemedy);
   std::uint32_t buffer = channel.buffer_of(sequence);
-  const char* cause = inject_after_close_ ? "injected by TETHER_INJECT_CHANNEL_WRITE_FAILURE after close"
-                                          : "injected by TETHER_INJECT_CHANNEL_WRITE_FAILURE at completion";
+  const bool after_close = inject_at_ == InjectAt::after_close;
+  const char* cause = after_close ? "injected by TETHER_INJECT_CHANNEL_WRITE_FAILURE after close"
+                                  : "injected by TETHER_INJECT_CHANNEL_WRITE_FAILURE at completion";
   transport::Completion failed = injected_failure(channel, transport::CompletionKind::write_done,
                                                   operation_context(channel.id, false, buffer), cause);
-  if (inject_after_close_) failure_after_close_ = failed;
+  if (after_close) failure_after_close_ = failed;
   else engine_.complete_at_next_pass(failed);
   if (channel.ordered_landing) take_slot(channel, sequence, landing_slot_of(channel, sequence));
   ++channel.send.writes_in_flight;
@@ -274,7 +276,7 @@ Status ChannelRegistry::inject_write_failure(ChannelState& channel, std::uint64_
 // it is taken as posted, never reaches the sender, and completes with the error at the next
 // progress pass (on_credit_operation: a credit write fails the channel, a message is owed again).
 void ChannelRegistry::inject_credit_failure(ChannelState& channel) noexcept {
-  if (!inject_at_completion_) {
+  if (inject_at_ == InjectAt::post) {  // after-close: credits fail at their completion
     constexpr const char* kRemedy = "unset TETHER_INJECT_CREDIT_FAILURE (it is for tests)";
     (void)fail_channel_and_tell_peer(channel, Errc::transport,
                                      "credits failed: injected by TETHER_INJECT_CREDIT_FAILURE", kRemedy);

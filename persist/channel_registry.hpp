@@ -197,8 +197,8 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   std::size_t l2_bytes_ = 0;                       // this CPU's L2 cache (1 MiB when unknown)
   std::size_t split_from_ = 0;                     // direct stores this large are split copies (0: none)
   std::uint64_t inject_write_failure_ = 0;         // TETHER_INJECT_CHANNEL_WRITE_FAILURE (0: none)
-  bool inject_at_completion_ = false;              // TETHER_INJECT_WRITE_FAILURE_AT: completion or after-close
-  bool inject_after_close_ = false;                // TETHER_INJECT_WRITE_FAILURE_AT=after-close
+  enum class InjectAt : std::uint8_t { post, completion, after_close };
+  InjectAt inject_at_ = InjectAt::post;            // TETHER_INJECT_WRITE_FAILURE_AT
   std::optional<transport::Completion> failure_after_close_;  // held until its channel closed
   bool write_failure_fired_ = false;
   std::uint64_t inject_credit_failure_ = 0;        // TETHER_INJECT_CREDIT_FAILURE (0: none)

@@ -247,7 +247,7 @@ class Cache {
   std::size_t held_count_ = 0;
   std::size_t held_bytes_ = 0;
   std::atomic<Entry*> retired_{nullptr};        // lock-free stack of entries to deregister
-  std::atomic<bool> abandoned_{false};
+  bool abandoned_ = false;  // under miss_mutex_, as every drain is
   std::vector<Entry*> spare_entries_;           // recycled: entries are never freed while in use
   HugeChunks entry_memory_;  // blocks of kEntriesPerBlock entries and their counts, kEntryBlockBytes apart
   std::vector<std::unique_ptr<Registration[]>> registration_blocks_;  // and their registrations

@@ -157,7 +157,7 @@ void Cache::destroy(std::span<Entry* const> victims) noexcept {
     ::madvise(reinterpret_cast<void*>(run.start), run.end - run.start, MADV_DOFORK);
   }
   unwatch(victims);
-  if (!abandoned_.load(std::memory_order_relaxed)) deregister(victims, runs);
+  if (!abandoned_) deregister(victims, runs);
   for (Entry* entry : victims) {
     entry->state.fetch_and(~kEvicting);  // claimed: dead, generation kept
     spare_entries_.push_back(entry);
@@ -331,7 +331,7 @@ void Cache::after_fork_in_child() noexcept { miss_mutex_.unlock(); }
 
 void Cache::abandon() noexcept {
   std::lock_guard guard(miss_mutex_);  // a drain under way ends first: none after it deregisters
-  abandoned_.store(true, std::memory_order_relaxed);
+  abandoned_ = true;
 }
 
 void Cache::flush() noexcept {

@@ -479,8 +479,7 @@ void Engine::fail_requests_of_dead_peers() noexcept {
   drop_backlog_of_dead_peers();
   for (int peer = 0; peer < size_ && channel_events_; ++peer)
     if (dead_seen_[static_cast<std::size_t>(peer)] != 0) channel_events_->on_peer_death(peer);
-  // a receive from any rank would wait for ever (this rank's own flag is never set)
-  const bool no_rank_left = size_ > 1 && std::count(dead_seen_.begin(), dead_seen_.end(), 1) == size_ - 1;
+  const bool no_rank_left = every_other_rank_dead();  // a receive from any rank would wait for ever
   for (std::uint32_t i = 0; i < requests_.capacity(); ++i) {
     RequestSlot* slot = requests_.at(i);
     if (slot->state.load(std::memory_order_acquire) != SlotState::pending || !slot->started) continue;
@@ -500,10 +499,10 @@ void Engine::fail_for_dead_peer(RequestSlot* slot, int tag) noexcept {
   complete(slot, Errc::peer_unreachable);
 }
 
+// As the last dead-peer pass saw it (a death since is applied at the next pass, which also
+// fails any receive from any rank posted meanwhile). This rank's own flag is never set.
 bool Engine::every_other_rank_dead() const noexcept {
-  for (int peer = 0; peer < size_; ++peer)
-    if (peer != rank_ && !dead_[static_cast<std::size_t>(peer)]->load()) return false;
-  return size_ > 1;
+  return size_ > 1 && std::count(dead_seen_.begin(), dead_seen_.end(), 1) == size_ - 1;
 }
 
 void Engine::poll_transport() noexcept {
