@@ -1,9 +1,9 @@
 // The stencil's loops. Include only from stencil.cpp (the baseline copy), stencil_avx2.cpp
 // and stencil_avx512.cpp, which define TETHER_STENCIL_TARGET as their target attribute
 // first (each copy runs only where the CPU has its instructions). stencil_avx512.cpp also
-// defines TETHER_STENCIL_WIDE_ROWS and wide_row_cells<Dims, Radius>(), which computes a
-// row's cells eight at a time up to the last whole eight and returns how many it did; the
-// loop below finishes the row. Only the functions below carry the
+// defines TETHER_STENCIL_WIDE_ROWS, kWideRowsAtOnce and wide_rows_cells<Dims, Radius, Rows>(),
+// which computes that many neighbouring rows' cells eight at a time up to the last whole
+// eight and returns how many it did; the loop below finishes the rows. Only the functions below carry the
 // attribute, and the unnamed namespace gives each file its own copy of them; whatever
 // they call and do not inline (Block's accessors, std::vector) stays baseline code, so
 // no AVX2 instruction can reach a caller on a CPU without it.
@@ -22,18 +22,14 @@
 namespace tether::apps {
 namespace {
 
-// One row of cells along x; R and the dimension count are compile-time for the common
-// radii so the inner loop vectorises.
+// Cells `from` .. `count` of one row along x; R and the dimension count are compile-time for
+// the common radii so the loop vectorises.
 template <int Dims, int Radius>
-TETHER_STENCIL_TARGET void stencil_row(const double* in, double* out, std::int64_t count, std::int64_t stride_y,
-                                       std::int64_t stride_z, const double* c, int radius) {
+TETHER_STENCIL_TARGET void stencil_row_from(const double* in, double* out, std::int64_t from, std::int64_t count,
+                                            std::int64_t stride_y, std::int64_t stride_z, const double* c,
+                                            int radius) {
   const int reach = Radius > 0 ? Radius : radius;
-  std::int64_t x = 0;
-#if defined(TETHER_STENCIL_WIDE_ROWS)
-  if constexpr (Radius >= 1 && Radius <= kWideRowMaxRadius)
-    x = wide_row_cells<Dims, Radius>(in, out, count, stride_y, stride_z, c);
-#endif
-  for (; x < count; ++x) {
+  for (std::int64_t x = from; x < count; ++x) {
     double sum = c[0] * in[x];
     for (int k = 1; k <= reach; ++k) {
       double pairs = (in[x - k] + in[x + k]) + (in[x - k * stride_y] + in[x + k * stride_y]);
@@ -44,23 +40,52 @@ TETHER_STENCIL_TARGET void stencil_row(const double* in, double* out, std::int64
   }
 }
 
+// How many neighbouring rows the stencil computes together (the wide copy shares their
+// neighbours' loads); 1 where it cannot.
+template <int Radius>
+constexpr int rows_at_once() {
+#if defined(TETHER_STENCIL_WIDE_ROWS)
+  if (Radius >= 1 && Radius <= kWideRowMaxRadius) return kWideRowsAtOnce;
+#endif
+  return 1;
+}
+
+// `Rows` rows along y from `row` (x = cells.lo[0]): the wide copy's whole eights, then the
+// rest of each row, then the x ghosts of each row that reaches a global edge.
+template <int Dims, int Radius, int Rows>
+TETHER_STENCIL_TARGET void stencil_rows(Block& block, const double* in, double* out, std::size_t row,
+                                        std::int64_t count, const double* c, int radius, bool low, bool high) {
+  const std::int64_t stride_y = block.stride_y();
+  std::int64_t done = 0;
+#if defined(TETHER_STENCIL_WIDE_ROWS)
+  if constexpr (Radius >= 1 && Radius <= kWideRowMaxRadius)
+    done = wide_rows_cells<Dims, Radius, Rows>(in + row, out + row, count, stride_y, block.stride_z(), c);
+#endif
+  for (int r = 0; r < Rows; ++r) {
+    const std::size_t at = row + static_cast<std::size_t>(r * stride_y);
+    stencil_row_from<Dims, Radius>(in + at, out + at, done, count, stride_y, block.stride_z(), c, radius);
+    if (low) Block::reflect_row_across_x(out + at, radius, false);
+    if (high) Block::reflect_row_across_x(out + at + count, radius, true);
+  }
+}
+
 // The rows of `cells` (owned cells, not empty) in one field, and the x ghosts of each
 // written row that reaches a global edge in `edges`.
 template <int Dims, int Radius>
 TETHER_STENCIL_TARGET void stencil_field(Block& block, int field, const double* c, int radius, const Box& cells,
                                          XEdges edges) {
+  constexpr int kRows = rows_at_once<Radius>();
   const double* in = block.current(field);
   double* out = block.next(field);
   const std::int64_t count = cells.hi[0] - cells.lo[0];
   const bool low = edges.low && cells.lo[0] == 0;
   const bool high = edges.high && cells.hi[0] == block.extent()[0];
   for (std::int64_t z = cells.lo[2]; z < cells.hi[2]; ++z) {
-    for (std::int64_t y = cells.lo[1]; y < cells.hi[1]; ++y) {
-      std::size_t row = block.index(cells.lo[0], y, z);
-      stencil_row<Dims, Radius>(in + row, out + row, count, block.stride_y(), block.stride_z(), c, radius);
-      if (low) Block::reflect_row_across_x(out + row, radius, false);
-      if (high) Block::reflect_row_across_x(out + row + count, radius, true);
-    }
+    std::int64_t y = cells.lo[1];
+    for (; y + kRows <= cells.hi[1]; y += kRows)
+      stencil_rows<Dims, Radius, kRows>(block, in, out, block.index(cells.lo[0], y, z), count, c, radius, low, high);
+    for (; y < cells.hi[1]; ++y)
+      stencil_rows<Dims, Radius, 1>(block, in, out, block.index(cells.lo[0], y, z), count, c, radius, low, high);
   }
 }
 
