@@ -211,6 +211,7 @@ class Cache {
   bool recover_already_registered(std::uintptr_t start);
   std::size_t evict_idle(std::size_t count_wanted, std::size_t bytes_wanted);
   void publish(Entry* entry);
+  void retire_covered_by(const Entry& entry) noexcept;
 
   // References, retirement and invalidation (rcache_retire.cpp).
   void drop_reference(Entry* entry) noexcept;

@@ -66,8 +66,28 @@ Expected<Entry*> Cache::take_or_register(std::uintptr_t address, std::uintptr_t 
   if (Entry* entry = take_hit(address, access)) return entry;  // registered meanwhile
   misses_.fetch_add(1, std::memory_order_relaxed);
   auto entry = register_entry(address, gap_end(address, end), access);
-  if (entry) exclude_from_fork(**entry, request_start, request_end);
+  if (!entry) return entry;
+  exclude_from_fork(**entry, request_start, request_end);
+  retire_covered_by(**entry);
   return entry;
+}
+
+// An entry registered where an older one starts (which lacked the access asked for) took
+// every page slot of an older one it covers wholly: no hit and no invalidation could find
+// that one again. It goes now (deregistered when its last handle lets go).
+void Cache::retire_covered_by(const Entry& entry) noexcept {
+  bool claimed = false;
+  auto [first, last] = registered_.equal_range(entry.start);
+  for (auto it = first; it != last; ++it) {
+    Entry* older = it->second;
+    if (older == &entry || older->end > entry.end) continue;
+    if ((older->state.load(std::memory_order_relaxed) & (kInvalid | kDead)) != 0) continue;
+    if (mark_invalid(older, ref_slot()).claimed) {
+      push_retired(older);
+      claimed = true;
+    }
+  }
+  if (claimed) drain_retired();
 }
 
 // DONTFORK on the pages wholly inside the caller's buffer: a page it shares with other

@@ -163,6 +163,30 @@ TEST_P(RcacheReuseTest, PartialUnmapOfTheMiddle) {
   ::munmap(base + 10 * kPage, 6 * kPage);
 }
 
+// A request needing more access than the entry at its first page registers a new entry
+// over it. One that covers the old entry wholly takes every page slot it had: the old
+// one could never be hit nor invalidated again, so it goes at once; unmapping then leaves
+// nothing registered.
+TEST_P(RcacheReuseTest, AnEntryCoveredByOneWithMoreAccessGoesAtOnce) {
+  CountingMlockRegistrar registrar;
+  auto cache = make_cache(registrar);
+  void* base = map_pages(16);
+  ASSERT_NE(base, nullptr);
+  { ASSERT_TRUE(cache->acquire(base, 8 * kPage, Access::local_read)); }
+  {
+    auto wider = cache->acquire(base, 16 * kPage, Access::all);
+    ASSERT_TRUE(wider) << wider.error().message();
+    EXPECT_EQ(registrar.registrations, 2u);
+    EXPECT_EQ(cache->stats().deregistrations, 1u) << "the covered entry stayed registered";
+    EXPECT_EQ(cache->stats().entries_held, 1u);
+  }
+  ASSERT_EQ(unmap(base, 16 * kPage, GetParam()), 0);
+  EXPECT_EQ(cache->stats().invalidations, 1u);
+  cache->flush();
+  EXPECT_EQ(cache->stats().entries_held, 0u);
+  EXPECT_EQ(cache->stats().deregistrations, 2u);
+}
+
 TEST(RcacheReuse, MremapMovingARange) {
   rcache::interpose_enable(true);
   CountingMlockRegistrar registrar;
