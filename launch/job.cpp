@@ -29,6 +29,13 @@ constexpr auto kKillAfterInterrupt = std::chrono::milliseconds(5000);
 // fputs, not fmt::print: a closed stderr (a reader that quit) must not abort the launcher.
 void say(std::string_view text) { std::fputs(fmt::format("tether-run: {}\n", text).c_str(), stderr); }
 
+// The launcher's exit status for an abort code: its low 8 bits, as a shell would see them,
+// but never 0 (an abort with code 0 or 256 still failed the job).
+int exit_status_for_abort(int code) {
+  int low_bits = code & 0xff;
+  return low_bits == 0 ? 1 : low_bits;
+}
+
 std::string signal_name(int signal_number) {
   const char* abbrev = sigabbrev_np(signal_number);
   return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", signal_number);
@@ -76,8 +83,7 @@ int Job::run() {
     output_.append_pollfds(fds);
     int ready = poll(fds.data(), fds.size(), poll_timeout_ms());
     if (ready < 0 && errno != EINTR) log::warn("launch", "poll failed: {}", strerror(errno));
-    for (const auto& fd : fds)
-      if (ready > 0 && fd.revents != 0) dispatch(fd.fd);
+    if (ready > 0) dispatch(fds);
     reap_children();
     check_deadlines();
   }
@@ -85,16 +91,22 @@ int Job::run() {
   return finish();
 }
 
-void Job::dispatch(int fd) {
-  if (fd == signal_fd_) {
+// Aborts first (a rank that aborted may exit at once: its abort names the cause), then
+// ranks that ended, then signals (a rank that died before a Ctrl-C is the job's failure,
+// not the interruption), then output.
+void Job::dispatch(const std::vector<pollfd>& fds) {
+  auto ready = [&fds](int fd) {
+    return std::any_of(fds.begin(), fds.end(), [fd](const pollfd& p) { return p.fd == fd && p.revents != 0; });
+  };
+  if (ready(server_.wake_fd())) on_aborts();
+  reap_children();
+  if (ready(signal_fd_)) {
     signalfd_siginfo info;
     while (read(signal_fd_, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info)))
       on_signal(static_cast<int>(info.ssi_signo));
-  } else if (fd == server_.wake_fd()) {
-    on_aborts();
-  } else {
-    output_.on_readable(fd);
   }
+  for (const pollfd& p : fds)
+    if (p.revents != 0 && p.fd != signal_fd_ && p.fd != server_.wake_fd()) output_.on_readable(p.fd);
 }
 
 void Job::on_signal(int signal_number) {
@@ -115,7 +127,7 @@ void Job::on_aborts() {
   for (auto& request : server_.take_aborts()) {
     record_failure(fmt::format("rank {} called abort with exit code {}: {}", request.rank, request.exit_code,
                                request.message),
-                   request.exit_code == 0 ? 1 : request.exit_code);
+                   exit_status_for_abort(request.exit_code));
     stop_running(fmt::format("rank {} aborted the job", request.rank), kKillAfterTerm);
   }
 }

@@ -2,6 +2,7 @@
 // forwarded signals, the --timeout and the grace after a failure, until every rank ended.
 #pragma once
 
+#include <poll.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -37,7 +38,7 @@ class Job {
   };
 
   bool start_ranks();
-  void dispatch(int fd);
+  void dispatch(const std::vector<pollfd>& fds);
   void on_signal(int signal_number);
   void on_aborts();
   void reap_children();

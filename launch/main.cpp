@@ -22,12 +22,21 @@ namespace {
 
 constexpr int kLauncherFailed = 2;
 
+bool ignored_by_parent(int signal_number) {
+  struct sigaction current {};
+  return sigaction(signal_number, nullptr, &current) == 0 && current.sa_handler == SIG_IGN;
+}
+
 // Blocks the signals the loop reads from a signalfd. Done before PMIx starts its threads
-// so that they inherit the mask and the signals reach only the signalfd.
+// so that they inherit the mask and the signals reach only the signalfd. A signal the
+// parent ignores (SIGHUP under nohup, SIGINT in a script's background job) stays ignored
+// by the launcher and, inherited, by its ranks: nothing forwards what no rank would heed.
 int open_signal_fd() {
   sigset_t handled;
   sigemptyset(&handled);
-  for (int signal_number : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&handled, signal_number);
+  sigaddset(&handled, SIGCHLD);
+  for (int signal_number : {SIGINT, SIGTERM, SIGHUP, SIGQUIT})
+    if (!ignored_by_parent(signal_number)) sigaddset(&handled, signal_number);
   sigprocmask(SIG_BLOCK, &handled, nullptr);
   signal(SIGPIPE, SIG_IGN);
   return signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);

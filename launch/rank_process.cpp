@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -67,8 +68,13 @@ void bind_or_report(ChildPipes& pipes, const SpawnRequest& request) {
   if (!base::bind_to_cpu(request.cpu) && request.must_bind) report_and_exit(pipes, -errno - kAffinityFailed);
 }
 
-[[noreturn]] void run_child(ChildPipes& pipes, char** argv, char** envp, const SpawnRequest& request) {
+[[noreturn]] void run_child(ChildPipes& pipes, char** argv, char** envp, const SpawnRequest& request,
+                           pid_t launcher) {
   setpgid(0, 0);
+  // A launcher killed outright (SIGKILL) takes its ranks along instead of leaving them
+  // running; one that died before this line is caught by its pid changing.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != launcher) _exit(127);
   if (request.netns_fd >= 0 && setns(request.netns_fd, CLONE_NEWNET) != 0) report_and_exit(pipes, -errno);
   if (request.cpu >= 0) bind_or_report(pipes, request);
   sigset_t none;
@@ -127,8 +133,9 @@ Expected<RankProcess> spawn_rank(const SpawnRequest& request) {
   std::vector<char*> envp = pointers_to(env);
   ChildPipes pipes;
   if (auto opened = open_pipes(pipes, request.capture_output); !opened) return tl::unexpected(opened.error());
+  pid_t launcher = getpid();
   pid_t pid = fork();
-  if (pid == 0) run_child(pipes, argv.data(), envp.data(), request);
+  if (pid == 0) run_child(pipes, argv.data(), envp.data(), request, launcher);
   int fork_errno = errno;
   close_fd(pipes.out[1]);
   close_fd(pipes.err[1]);

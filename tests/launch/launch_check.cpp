@@ -1,7 +1,8 @@
 // tether-launch-check: runs as every rank of a job. Checks the identity PMIx reports, puts
 // a rank-specific value, fences, fetches every peer's value and verifies it byte by byte.
 // Failure modes for the launcher tests: --die-rank R (SIGKILL itself before publishing),
-// --hang-rank R (sleep after the fence), --abort-rank R (Bootstrap::abort with code 7).
+// --hang-rank R (sleep after the fence), --abort-rank R (Bootstrap::abort with code 7, or
+// --abort-code C).
 #include <signal.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@ struct CheckOptions {
   int die_rank = -1;
   int hang_rank = -1;
   int abort_rank = -1;
+  int abort_code = 7;
   int expect_size = -1;
   bool bad_requests = false;
   std::size_t payload_bytes = 4096;
@@ -44,6 +46,7 @@ CheckOptions parse(int argc, char** argv) {
     if (flag == "--die-rank") options.die_rank = static_cast<int>(value);
     else if (flag == "--hang-rank") options.hang_rank = static_cast<int>(value);
     else if (flag == "--abort-rank") options.abort_rank = static_cast<int>(value);
+    else if (flag == "--abort-code") options.abort_code = static_cast<int>(value);
     else if (flag == "--expect-size") options.expect_size = static_cast<int>(value);
     else if (flag == "--payload") options.payload_bytes = static_cast<std::size_t>(value);
   }
@@ -151,7 +154,7 @@ int main(int argc, char** argv) {
   auto& bootstrap = **boot;
   if (int failed = check_identity(bootstrap, options)) return failed;
   if (bootstrap.rank() == options.die_rank) raise(SIGKILL);
-  if (bootstrap.rank() == options.abort_rank) bootstrap.abort(7, "launch-check was asked to abort");
+  if (bootstrap.rank() == options.abort_rank) bootstrap.abort(options.abort_code, "launch-check was asked to abort");
   int status = exchange_and_verify(bootstrap, options);
   if (bootstrap.rank() == options.hang_rank) std::this_thread::sleep_for(std::chrono::minutes(10));
   return status;

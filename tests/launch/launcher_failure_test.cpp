@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <fstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -73,6 +75,105 @@ TEST(TetherRunFailure, AbortEndsTheJobWithItsExitCode) {
   EXPECT_EQ(outcome.exit_code, 7) << outcome.output;
   EXPECT_NE(outcome.output.find("rank 2 called abort with exit code 7"), std::string::npos) << outcome.output;
   EXPECT_TRUE(scratch.entries().empty());
+  // An exit status keeps 8 bits: an abort with code 256 must not end the job with 0.
+  outcome = run({tether_run(), "-n", "2", "--timeout", "45s", launch_check(), "--abort-rank", "1", "--abort-code",
+                 "256"},
+                {scratch.env()}, kWatchdog);
+  EXPECT_EQ(outcome.exit_code, 1) << outcome.output;
+  EXPECT_NE(outcome.output.find("rank 1 called abort with exit code 256"), std::string::npos) << outcome.output;
+}
+
+// Ranks that write their pid to a file, then sleep for `seconds`; wait_for_pids reads them.
+std::vector<std::string> sleeping_ranks(const std::string& pid_file, int ranks, const char* seconds = "30") {
+  return {tether_run(), "-n", std::to_string(ranks), "--timeout", "40s", "/bin/sh", "-c",
+          fmt::format("echo $$ >> {}; exec sleep {}", pid_file, seconds)};
+}
+
+std::vector<pid_t> wait_for_pids(const std::string& pid_file, std::size_t count) {
+  std::vector<pid_t> pids;
+  for (int tries = 0; tries < 400 && pids.size() < count; ++tries) {
+    std::this_thread::sleep_for(25ms);
+    pids.clear();
+    std::ifstream file(pid_file);
+    for (pid_t pid = 0; file >> pid;) pids.push_back(pid);
+  }
+  return pids;
+}
+
+// Gone, or a zombie nobody reaped yet (it runs no more either way).
+bool has_ended(pid_t pid) {
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  std::size_t name_end = line.rfind(')');
+  return name_end != std::string::npos && name_end + 2 < line.size() && line[name_end + 2] == 'Z';
+}
+
+bool all_end_within(const std::vector<pid_t>& pids, std::chrono::milliseconds limit) {
+  for (auto waited = 0ms; waited < limit; waited += 25ms) {
+    if (std::all_of(pids.begin(), pids.end(), has_ended)) return true;
+    std::this_thread::sleep_for(25ms);
+  }
+  return false;
+}
+
+// A launcher killed outright (no chance to stop its ranks) still takes them along.
+TEST(TetherRunFailure, RanksOfAKilledLauncherEndToo) {
+  ScratchDir scratch;
+  ScratchDir pid_dir;
+  const std::string pid_file = pid_dir.path() + "/pids";
+  Subprocess launcher(sleeping_ranks(pid_file, 2), {scratch.env()});
+  std::vector<pid_t> ranks = wait_for_pids(pid_file, 2);
+  ASSERT_EQ(ranks.size(), 2u);
+  kill(launcher.pid(), SIGKILL);
+  auto outcome = launcher.wait(kWatchdog);
+  EXPECT_EQ(outcome.exit_code, 128 + SIGKILL) << outcome.output;
+  EXPECT_TRUE(all_end_within(ranks, 5000ms)) << "ranks " << ranks[0] << " and " << ranks[1] << " outlived the launcher";
+}
+
+// Under nohup or in a script's background job the parent ignores SIGHUP or SIGINT; the
+// ranks inherit that, so the launcher ignores it too instead of forwarding it to no effect
+// and killing the ranks 5 s later. SIGTERM still stops the job.
+TEST(TetherRunFailure, ASignalTheParentIgnoresStaysIgnored) {
+  ScratchDir scratch;
+  ScratchDir pid_dir;
+  const std::string pid_file = pid_dir.path() + "/pids";
+  std::vector<std::string> argv{"/bin/sh", "-c", "trap '' INT; exec \"$0\" \"$@\""};
+  for (std::string& word : sleeping_ranks(pid_file, 2)) argv.push_back(std::move(word));
+  Subprocess launcher(argv, {scratch.env()});
+  std::vector<pid_t> ranks = wait_for_pids(pid_file, 2);
+  ASSERT_EQ(ranks.size(), 2u);
+  kill(launcher.pid(), SIGINT);
+  std::this_thread::sleep_for(500ms);
+  EXPECT_FALSE(has_ended(ranks[0]) || has_ended(ranks[1])) << "a rank ended after an ignored SIGINT";
+  kill(launcher.pid(), SIGTERM);
+  auto outcome = launcher.wait(kWatchdog);
+  EXPECT_EQ(outcome.exit_code, 128 + SIGTERM) << outcome.output;
+  EXPECT_EQ(outcome.output.find("SIGINT"), std::string::npos) << outcome.output;
+  EXPECT_EQ(outcome.output.find("SIGKILL"), std::string::npos) << outcome.output;
+  EXPECT_LT(outcome.elapsed, 20s);
+}
+
+// A rank that died while the launcher was stopped, before a Ctrl-C reached it, is the
+// job's failure; the interrupt that came after it is not.
+TEST(TetherRunFailure, ARankDeadBeforeAnInterruptIsTheFailure) {
+  ScratchDir scratch;
+  ScratchDir pid_dir;
+  const std::string pid_file = pid_dir.path() + "/pids";
+  Subprocess launcher(sleeping_ranks(pid_file, 2), {scratch.env()});
+  std::vector<pid_t> ranks = wait_for_pids(pid_file, 2);
+  ASSERT_EQ(ranks.size(), 2u);
+  kill(launcher.pid(), SIGSTOP);
+  kill(ranks[1], SIGKILL);
+  EXPECT_TRUE(all_end_within({ranks[1]}, 5000ms));
+  kill(launcher.pid(), SIGINT);
+  kill(launcher.pid(), SIGCONT);
+  auto outcome = launcher.wait(kWatchdog);
+  EXPECT_EQ(outcome.exit_code, 128 + SIGKILL) << outcome.output;
+  EXPECT_TRUE(std::regex_search(
+      outcome.output, std::regex(fmt::format(R"(job failed: rank \d \(pid {}\) was killed by signal 9)", ranks[1]))))
+      << outcome.output;
+  EXPECT_TRUE(scratch.entries().empty());
 }
 
 // While the job runs its directory exists with mode 0700; Ctrl-C is forwarded, and the
@@ -131,6 +232,10 @@ TEST(TetherRunFailure, BadUsageNamesTheProblem) {
   auto bad_timeout = run({tether_run(), "-n", "2", "--timeout", "soon", launch_check()}, {}, kWatchdog);
   EXPECT_EQ(bad_timeout.exit_code, 2);
   EXPECT_NE(bad_timeout.output.find("--timeout 'soon' is not a duration"), std::string::npos) << bad_timeout.output;
+  // Longer would overflow the deadline: a timeout at once, or none at all.
+  auto endless = run({tether_run(), "-n", "2", "--timeout", "153722867m", launch_check()}, {}, kWatchdog);
+  EXPECT_EQ(endless.exit_code, 2);
+  EXPECT_NE(endless.output.find("--timeout '153722867m' is longer than a year"), std::string::npos) << endless.output;
 }
 
 }  // namespace

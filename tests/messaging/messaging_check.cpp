@@ -1,5 +1,6 @@
 // tether-messaging-check SCENARIO: run by every rank of a job (tether-run or mpirun).
 // Each scenario asserts on the bytes that landed, counts and error codes; exit 0 = pass.
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -723,6 +724,9 @@ void chunk_mismatch(Runtime& runtime) {
 // out/rank<r>.result and exits (no closing barrier: there is no server).
 void launcher_lost(Runtime& runtime, const char* out) {
   std::signal(SIGPIPE, SIG_IGN);  // its output pipes lead to the dead launcher
+  // tether-run's ranks die with it (PR_SET_PDEATHSIG); this one stays, as under a PMIx
+  // server that dies without killing its ranks, to see the runtime notice the loss.
+  ::prctl(PR_SET_PDEATHSIG, 0);
   CHECK(out != nullptr && runtime.size() == 2, "launcher-lost needs a directory argument and 2 ranks");
   auto write_file = [&](const char* suffix, const std::string& text) {
     std::string path = fmt::format("{}/rank{}.{}", out, runtime.rank(), suffix);
