@@ -243,6 +243,9 @@ bool ChannelRegistry::arrived(ChannelState& channel, std::uint32_t partition) no
   engine_.progress();
   std::lock_guard lock(engine_.progress_mutex());
   if (partition >= channel.shape.partitions) return false;
+  // Every slot held: the next message has no slot to land in yet (the position's bits are
+  // still the held message's).
+  if (channel.receive.delivered - channel.receive.released >= channel.shape.slots) return false;
   auto slot = channel.position_of(channel.receive.delivered);
   return channel.receive.partition_landed[static_cast<std::size_t>(slot) * channel.shape.partitions + partition] != 0;
 }

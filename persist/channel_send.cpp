@@ -29,6 +29,8 @@ Status ChannelRegistry::next_buffer(ChannelState& channel, std::span<std::byte>&
   finish_split(channel);
   std::uint32_t index = channel.next_send_buffer();
   buffer = {channel.buffer_at(index), channel.shape.slot_bytes};
+  // A started message's partitions not yet ready are the caller's to fill, whatever flies.
+  if (channel.partitions_to_fill()) return Status::done;
   return channel.send.buffer_writes[index] == 0 ? Status::done : Status::retry;
 }
 

@@ -340,18 +340,23 @@ struct ChannelState {
     return memory_from_pool && !one_send_buffer ? shape.slots : 1;
   }
   // Send side, progress lock held: the buffer the next message is produced in. The direct
-  // path copies at start(), so one buffer serves every message; partitioned channels and
-  // channels to self take their buffers in turn; others take the one the last message
+  // path copies at start(), so one buffer serves every message; partitioned channels (the
+  // started message's until its partitions are all ready) and channels to self take their
+  // buffers in turn; others take the one the last message
   // left from once it is free again (still in cache), else the next in turn, and keep it
   // until start() takes it or it turns out busy (then nobody may have filled it).
   [[nodiscard]] std::uint32_t next_send_buffer() noexcept {
     if (direct_slots != nullptr) return 0;
+    if (partitions_to_fill()) return static_cast<std::uint32_t>((send.started - 1) % buffer_count());
     auto in_turn = static_cast<std::uint32_t>(send.started % buffer_count());
     if (shape.partitions > 1 || self) return in_turn;
     if (send.picked_buffer >= buffer_count() || send.buffer_writes[send.picked_buffer] > 0)
       send.picked_buffer = send.buffer_writes[send.last_buffer] == 0 ? send.last_buffer : in_turn;
     return send.picked_buffer;
   }
+  // Partitioned: a message started whose partitions are not all ready yet. Its buffer is
+  // the one buffer() gives, so partitions may be produced after start(), as with MPI_Pready.
+  [[nodiscard]] bool partitions_to_fill() const noexcept { return shape.partitions > 1 && send.partitions_left > 0; }
   // The buffer message `sequence` leaves from (the started one, or a partitioned message's).
   [[nodiscard]] std::uint32_t buffer_of(std::uint64_t sequence) noexcept {
     if (shape.partitions > 1 || self) return static_cast<std::uint32_t>(sequence % buffer_count());

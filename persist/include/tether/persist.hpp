@@ -106,7 +106,8 @@ class SendChannel {
   [[nodiscard]] Expected<void> wait_connected();
 
   // Where the next message is produced. Fill it only when next_buffer() said done (or
-  // after wait()): until then a write from it may still be in flight.
+  // after wait()): until then a write from it may still be in flight. Partitioned
+  // channels: after start(), the started message's until every partition is ready.
   [[nodiscard]] std::span<std::byte> buffer() const noexcept;
   [[nodiscard]] Status next_buffer(std::span<std::byte>& buffer) noexcept;
 
@@ -155,7 +156,8 @@ class ReceiveChannel {
   // sender closed its side and every message it started was taken (peer_closed).
   [[nodiscard]] Status test(std::span<const std::byte>& message) noexcept;
   [[nodiscard]] Status wait(std::span<const std::byte>& message) noexcept;
-  // Partitioned channels: whether partition `index` of the next message has landed.
+  // Partitioned channels: whether partition `index` of the next message has landed
+  // (false while every slot is held: it has nowhere to land).
   [[nodiscard]] bool arrived(std::uint32_t index) noexcept;
   // Hands the oldest message's slot back to the sender (a credit).
   [[nodiscard]] Status release() noexcept;
