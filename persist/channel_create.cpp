@@ -323,11 +323,15 @@ Expected<void> ChannelRegistry::wait_connected(ChannelState& channel) {
     if (status == Status::done) return {};
     if (status == Status::error) return tl::unexpected(channel.last_error);
     if (connect_timeout_.count() > 0 && std::chrono::steady_clock::now() > deadline)
-      return make_error(Errc::timeout,
-                        fmt::format("rank {} created no matching {} channel (tag {}) within TETHER_CHANNEL_CONNECT_TIMEOUT",
-                                    channel.shape.peer, channel.role == Role::send ? "receive" : "send", channel.shape.tag),
-                        "create the matching channel on the peer, or raise TETHER_CHANNEL_CONNECT_TIMEOUT");
+      return tl::unexpected(connect_timeout_error(channel));
   }
+}
+
+Error ChannelRegistry::connect_timeout_error(const ChannelState& channel) {
+  return Error{Errc::timeout, 0,
+               fmt::format("rank {} created no matching {} channel (tag {}) within TETHER_CHANNEL_CONNECT_TIMEOUT",
+                           channel.shape.peer, channel.role == Role::send ? "receive" : "send", channel.shape.tag),
+               "create the matching channel on the peer, or raise TETHER_CHANNEL_CONNECT_TIMEOUT"};
 }
 
 void ChannelRegistry::close(ChannelState& channel) noexcept {

@@ -27,6 +27,9 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   Expected<ChannelState*> create(Role role, const ChannelShape& shape, std::span<std::byte> user_memory);
   Status test_connected(ChannelState& channel) noexcept;
   Expected<void> wait_connected(ChannelState& channel);
+  // TETHER_CHANNEL_CONNECT_TIMEOUT (0: none), and the error for `channel` not connected by then.
+  [[nodiscard]] std::chrono::nanoseconds connect_timeout() const noexcept { return connect_timeout_; }
+  [[nodiscard]] static Error connect_timeout_error(const ChannelState& channel);
   void close(ChannelState& channel) noexcept;
 
   // Hot path (channel_send.cpp, channel_receive.cpp). Each takes the progress lock.

@@ -1000,6 +1000,40 @@ void write_failure_after_close(Runtime& runtime) {
   exchange_after_failure(runtime, peer);
 }
 
+// Run with TETHER_CHANNEL_CONNECT_TIMEOUT=1s: rank 0 opens channels with tags 300 and 301
+// to rank 1, which creates only the receive of tag 300. Waiting for both (and for 301
+// alone) times out naming tag 301 instead of waiting for ever; start_all and wait_all given
+// no entry for their one channel fail and do nothing. Then the connected pair still works.
+void connect_timeout(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  const int peer = 1 - runtime.rank();
+  ChannelShape shape{.peer = peer, .tag = 300, .slot_bytes = 64, .slots = 2};
+  if (runtime.rank() == 0) {
+    SendChannel answered = make_send(runtime, shape);
+    SendChannel unanswered = make_send(runtime, {.peer = peer, .tag = 301, .slot_bytes = 64, .slots = 2});
+    std::vector<SendChannel*> both{&answered, &unanswered};
+    auto connected = tether::wait_connected(both, {});
+    CHECK(!connected && connected.error().code == tether::Errc::timeout &&
+              connected.error().message().find("(tag 301)") != std::string::npos,
+          "waiting for both channels: {}", connected ? "connected" : connected.error().message());
+    auto alone = unanswered.wait_connected();
+    CHECK(!alone && alone.error().code == tether::Errc::timeout, "waiting for tag 301 alone did not time out");
+    std::vector<SendChannel*> one{&answered};
+    CHECK(tether::start_all(one, std::span<const std::size_t>{}) == Status::error, "start_all with no length");
+    fill(answered.buffer().first(64), 0, 7);
+    CHECK(start_when_possible(answered, 64) != Status::error, "{}", answered.last_error().message());
+    CHECK(answered.wait() == Status::done, "{}", answered.last_error().message());
+  } else {
+    ReceiveChannel in = connected_receive(runtime, shape);
+    std::vector<ReceiveChannel*> one{&in};
+    CHECK(tether::wait_all(one, std::span<std::span<const std::byte>>{}) == Status::error, "wait_all with no place");
+    Bytes message;
+    CHECK(in.wait(message) == Status::done && matches(message, 0, 7), "the message after the refusals");
+    CHECK(in.release() == Status::done, "{}", in.last_error().message());
+  }
+  hand_token(runtime, 1, peer);
+}
+
 // Run with TETHER_INJECT_CORRUPT_FLAG=3 on shm-own: rank 0's third direct store writes a
 // flag line naming a slot past the channel's last. Rank 1 must take the two messages before
 // it, then refuse that flag (its channel fails naming it) and tell rank 0, whose next
@@ -1173,6 +1207,7 @@ int main(int argc, char** argv) {
       {"killed", killed}, {"peer-death", peer_death}, {"write-failure", write_failure}, {"credit-failure", credit_failure},
       {"peer-closed", peer_closed}, {"credit-owed-again", credit_owed_again}, {"corrupt-flag", corrupt_flag},
       {"write-failure-after-close", write_failure_after_close},
+      {"connect-timeout", connect_timeout},
       {"held-slots", held_slots}, {"warm-slot", warm_slot},
       {"warm-large-slot", warm_large_slot}, {"send-buffers", send_buffers}, {"held-large-slots", held_large_slots},
       {"user-slots", user_slots}};

@@ -283,6 +283,17 @@ TEST(PersistFailureTest, FailedCreditFailsBothSides) {
   }
 }
 
+// Many channels waited together time out like one (TETHER_CHANNEL_CONNECT_TIMEOUT), naming
+// the channel no peer answered; before, that wait had no deadline.
+TEST(PersistFailureTest, WaitingForManyChannelsTimesOut) {
+  auto environment = transport_environment("shm");
+  environment.push_back("TETHER_CHANNEL_CONNECT_TIMEOUT=1s");
+  auto outcome = tether::testing::run(
+      {TETHER_RUN_PATH, "-n", "2", "--timeout", "30s", PERSIST_CHECK_PATH, "connect-timeout"}, environment, 60s);
+  expect_every_rank_passed(outcome, {"connect-timeout", 2, "shm", ""});
+  EXPECT_NE(outcome.output.find("start_all over 1 channels was given 0 bytes"), std::string::npos) << outcome.output;
+}
+
 // A channel write that fails only after its sender closed the channel (close() gave up
 // waiting for it; injected) still fails the receiver's side, told by the sender, instead of
 // leaving it waiting for that message on a live peer.

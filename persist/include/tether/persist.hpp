@@ -27,6 +27,7 @@ namespace persist {
 struct ChannelState;
 class ChannelRegistry;
 }  // namespace persist
+class ReceiveChannel;
 
 // What both sides of a channel must agree on (creation fails on both sides otherwise).
 struct ChannelShape {
@@ -129,6 +130,7 @@ class SendChannel {
  private:
   SendChannel(persist::ChannelRegistry* registry, persist::ChannelState* state) noexcept
       : registry_(registry), state_(state) {}
+  friend Expected<void> wait_connected(std::span<SendChannel*> sends, std::span<ReceiveChannel*> receives);
   persist::ChannelRegistry* registry_ = nullptr;
   persist::ChannelState* state_ = nullptr;
 };
@@ -168,13 +170,17 @@ class ReceiveChannel {
  private:
   ReceiveChannel(persist::ChannelRegistry* registry, persist::ChannelState* state) noexcept
       : registry_(registry), state_(state) {}
+  friend Expected<void> wait_connected(std::span<SendChannel*> sends, std::span<ReceiveChannel*> receives);
   persist::ChannelRegistry* registry_ = nullptr;
   persist::ChannelState* state_ = nullptr;
 };
 
-// Every channel's handshake, in any order (no deadlock whatever order both sides used).
+// Every channel's handshake, in any order (no deadlock whatever order both sides used);
+// timeout (naming a channel still waiting) after TETHER_CHANNEL_CONNECT_TIMEOUT.
 [[nodiscard]] Expected<void> wait_connected(std::span<SendChannel*> sends, std::span<ReceiveChannel*> receives);
-// start(bytes[i]) on every channel, retrying back-pressure; error as soon as one fails.
+// start(bytes[i]) on every channel, retrying back-pressure; error as soon as one fails
+// (that channel's last_error() says why; those before it in the list were started).
+// bytes (messages) must hold one entry per channel: error (logged), nothing done, if not.
 [[nodiscard]] Status start_all(std::span<SendChannel*> channels, std::span<const std::size_t> bytes) noexcept;
 [[nodiscard]] Status wait_all(std::span<SendChannel*> channels) noexcept;
 // The next message of every channel into messages[i].
