@@ -334,7 +334,23 @@ Error ChannelRegistry::connect_timeout_error(const ChannelState& channel) {
                "create the matching channel on the peer, or raise TETHER_CHANNEL_CONNECT_TIMEOUT"};
 }
 
+// A channel closed before its handshake finished waits for it (as long as for writes in
+// flight), so that the peer's side, connected or about to be, is told it closed instead of
+// waiting for ever.
+void ChannelRegistry::finish_handshake_before_close(ChannelState& channel) noexcept {
+  if (channel.phase != Phase::connecting) return;
+  auto deadline = std::chrono::steady_clock::now() + close_timeout_;
+  for (base::YieldCountdown countdown;; countdown.after_poll()) {
+    if (test_connected(channel) != Status::posted) return;
+    if (std::chrono::steady_clock::now() > deadline) break;
+  }
+  log::warn("persist", "{} channel with rank {} (tag {}) closed before rank {} created its matching channel; if it "
+            "does, that channel is not told (create channels on both ranks before closing either)",
+            role_name(channel.role), channel.shape.peer, channel.shape.tag, channel.shape.peer);
+}
+
 void ChannelRegistry::close(ChannelState& channel) noexcept {
+  finish_handshake_before_close(channel);
   if (channel.role == Role::send && !wait_for_writes(channel, close_timeout_))
     log::warn("persist", "send channel to rank {} (tag {}) closed with {} writes in flight; its buffers stay "
               "registered until they end{}", channel.shape.peer, channel.shape.tag, channel.send.writes_in_flight,

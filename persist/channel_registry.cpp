@@ -18,8 +18,6 @@ namespace {
 
 std::mutex g_registry_creation;
 
-const char* role_name(Role role) noexcept { return role == Role::send ? "send" : "receive"; }
-
 // What this side counts for its close notice: messages started whole (a message whose
 // partitions are not all ready will never land), or taken.
 std::uint64_t count_at_close(const ChannelState& channel) noexcept {

@@ -30,6 +30,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   // TETHER_CHANNEL_CONNECT_TIMEOUT (0: none), and the error for `channel` not connected by then.
   [[nodiscard]] std::chrono::nanoseconds connect_timeout() const noexcept { return connect_timeout_; }
   [[nodiscard]] static Error connect_timeout_error(const ChannelState& channel);
+  void finish_handshake_before_close(ChannelState& channel) noexcept;
   void close(ChannelState& channel) noexcept;
 
   // Hot path (channel_send.cpp, channel_receive.cpp). Each takes the progress lock.

@@ -18,6 +18,7 @@
 namespace tether::persist {
 
 enum class Role : std::uint8_t { send = 1, receive = 2 };
+inline const char* role_name(Role role) noexcept { return role == Role::send ? "send" : "receive"; }
 enum class Phase : std::uint8_t { connecting, ready, failed };
 // How a receiver finds a message's slot: by its position (sequence % slots, or the slot a
 // direct store names) or in arrival order with the slot the sender named (a transport that

@@ -1000,6 +1000,35 @@ void write_failure_after_close(Runtime& runtime) {
   exchange_after_failure(runtime, peer);
 }
 
+// A channel closed before it connected still tells its peer: rank 0 closes a send channel
+// it never connected, rank 1 then creates and connects the matching receive, whose wait()
+// must fail with peer_closed; rank 1 likewise closes an unconnected receive channel, and
+// rank 0's starts on the matching send must end with peer_closed. Before, both waited.
+void close_unconnected(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  const int peer = 1 - runtime.rank();
+  ChannelShape first{.peer = peer, .tag = 310, .slot_bytes = 64, .slots = 2};
+  ChannelShape second{.peer = peer, .tag = 311, .slot_bytes = 64, .slots = 2};
+  if (runtime.rank() == 0) {
+    { SendChannel never_connected = make_send(runtime, first); }
+    SendChannel out = connected_send(runtime, second);
+    Status status = Status::posted;
+    for (int started = 0; started < 100 && status != Status::error; ++started) {
+      status = start_when_possible(out, 8);
+      if (status != Status::error) CHECK(out.wait() != Status::error, "{}", out.last_error().message());
+    }
+    CHECK(status == Status::error && out.last_error().code == tether::Errc::peer_closed,
+          "rank 1 closed its side before connecting, yet start() went on: {}", out.last_error().message());
+  } else {
+    ReceiveChannel in = connected_receive(runtime, first);
+    Bytes message;
+    CHECK(in.wait(message) == Status::error && in.last_error().code == tether::Errc::peer_closed,
+          "the wait after rank 0 closed its unconnected side: {}", in.last_error().message());
+    { ReceiveChannel never_connected = make_receive(runtime, second); }
+  }
+  hand_token(runtime, 1, peer);
+}
+
 // Run with TETHER_CHANNEL_CONNECT_TIMEOUT=1s: rank 0 opens channels with tags 300 and 301
 // to rank 1, which creates only the receive of tag 300. Waiting for both (and for 301
 // alone) times out naming tag 301 instead of waiting for ever; start_all and wait_all given
@@ -1208,6 +1237,7 @@ int main(int argc, char** argv) {
       {"peer-closed", peer_closed}, {"credit-owed-again", credit_owed_again}, {"corrupt-flag", corrupt_flag},
       {"write-failure-after-close", write_failure_after_close},
       {"connect-timeout", connect_timeout},
+      {"close-unconnected", close_unconnected},
       {"held-slots", held_slots}, {"warm-slot", warm_slot},
       {"warm-large-slot", warm_large_slot}, {"send-buffers", send_buffers}, {"held-large-slots", held_large_slots},
       {"user-slots", user_slots}};

@@ -101,8 +101,8 @@ std::vector<Case> tether_run_cases() {
 #endif
     cases.push_back({"integrity", 2, transport, many_messages});
     for (std::string scenario : {"duplex", "large", "slow-receiver", "partitioned", "no-overhead", "user-buffers", "self",
-                                 "mismatch", "bad-input", "close-in-flight", "user-slots", "reply-credits",
-                                 "lazy-acknowledgements"})
+                                 "mismatch", "bad-input", "close-in-flight", "close-unconnected", "user-slots",
+                                 "reply-credits", "lazy-acknowledgements"})
       cases.push_back({scenario, 2, transport, scenario == "no-overhead" ? kNoOverheadMessages : ""});
     cases.push_back({"many", 3, transport, ""});
     // Six ranks share this machine's two CPUs: a few thousand messages per writer.
@@ -288,10 +288,15 @@ TEST(PersistFailureTest, FailedCreditFailsBothSides) {
 TEST(PersistFailureTest, WaitingForManyChannelsTimesOut) {
   auto environment = transport_environment("shm");
   environment.push_back("TETHER_CHANNEL_CONNECT_TIMEOUT=1s");
+  environment.push_back("TETHER_CHANNEL_CLOSE_TIMEOUT=200ms");
   auto outcome = tether::testing::run(
       {TETHER_RUN_PATH, "-n", "2", "--timeout", "30s", PERSIST_CHECK_PATH, "connect-timeout"}, environment, 60s);
   expect_every_rank_passed(outcome, {"connect-timeout", 2, "shm", ""});
   EXPECT_NE(outcome.output.find("start_all over 1 channels was given 0 bytes"), std::string::npos) << outcome.output;
+  // The unanswered channel, closed, waited for its handshake as long as for writes, then said so.
+  EXPECT_NE(outcome.output.find("send channel with rank 1 (tag 301) closed before rank 1 created its matching"),
+            std::string::npos)
+      << outcome.output;
 }
 
 // A channel write that fails only after its sender closed the channel (close() gave up
