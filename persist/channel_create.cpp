@@ -29,6 +29,10 @@ Expected<void> ChannelRegistry::check_shape(Role role, const ChannelShape& shape
   if (shape.slots == 0 || shape.slots > kMaxChannelSlots)
     return make_error(Errc::invalid_argument, fmt::format("{} slots", shape.slots),
                       fmt::format("use 1 to {} slots", kMaxChannelSlots));
+  if (shape.partitions > kMaxChannelPartitions)
+    return make_error(Errc::invalid_argument, fmt::format("{} partitions", shape.partitions),
+                      fmt::format("use 1 to {} partitions (each is one write and one notification)",
+                                  kMaxChannelPartitions));
   if (shape.partitions == 0 || shape.partitions > shape.slot_bytes || shape.slot_bytes % shape.partitions != 0)
     return make_error(Errc::invalid_argument,
                       fmt::format("{} partitions of a {}-byte slot", shape.partitions, shape.slot_bytes),

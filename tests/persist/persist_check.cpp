@@ -692,6 +692,9 @@ void bad_input(Runtime& runtime) {
   CHECK(!SendChannel::create(runtime, {.peer = 0, .slot_bytes = 0}), "0-byte slots accepted");
   CHECK(!SendChannel::create(runtime, {.peer = 0, .slot_bytes = 8, .slots = 0}), "0 slots accepted");
   CHECK(!SendChannel::create(runtime, {.peer = 0, .slot_bytes = 10, .partitions = 3}), "10 bytes in 3 partitions");
+  // Refused, not a bad_alloc: the receiver would keep a flag per slot and partition.
+  auto too_many = ReceiveChannel::create(runtime, {.peer = 0, .slot_bytes = 1u << 31, .partitions = 1u << 31});
+  CHECK(!too_many && too_many.error().message().find("partitions") != std::string::npos, "2^31 partitions accepted");
   std::vector<std::byte> small(4);
   CHECK(!ReceiveChannel::create(runtime, {.peer = 0, .slot_bytes = 8}, small), "a too-small user buffer");
   ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 21, .slot_bytes = 64, .slots = 2};

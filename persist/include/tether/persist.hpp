@@ -40,6 +40,7 @@ struct ChannelShape {
 
 inline constexpr int kMaxChannelTag = (1 << 29) - 1;
 inline constexpr std::uint32_t kMaxChannelSlots = 1024;
+inline constexpr std::uint32_t kMaxChannelPartitions = 65536;
 // Where the receiver's slots are mapped (shm-own), a message of at most this many bytes
 // travels in the line that announces it (ChannelStats::flag_line_messages).
 inline constexpr std::size_t kFlagLineMessageBytes = 48;
