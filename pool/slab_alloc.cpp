@@ -20,10 +20,14 @@ Expected<void> check_request(std::size_t size, std::size_t alignment) {
   if (alignment == 0 || !is_power_of_two(alignment))
     return make_error(Errc::invalid_argument, fmt::format("alignment {} is not a power of two", alignment),
                       "pass 1, 2, 4, ... or leave the default (16)");
-  if (size > (std::size_t{1} << 46) || alignment > (std::size_t{1} << 30))
-    return make_error(Errc::invalid_argument,
-                      fmt::format("pinned_alloc({}, {}) is beyond any pool", size, alignment),
+  if (size > (std::size_t{1} << 46))
+    return make_error(Errc::invalid_argument, fmt::format("pinned_alloc({}, {}) is beyond any pool", size, alignment),
                       "check the size computation; the pool serves at most TETHER_POOL_MAX");
+  // Arenas start on 2M boundaries and blocks are placed within them: no larger alignment holds.
+  if (alignment > kArenaAlignment)
+    return make_error(Errc::invalid_argument,
+                      fmt::format("pinned_alloc({}, {}) asks for an alignment above the pool's 2M", size, alignment),
+                      "ask for at most 2M alignment (a huge page), or map such memory yourself");
   return {};
 }
 

@@ -18,6 +18,7 @@ namespace {
 
 constexpr std::size_t kAutoInitialBytes = std::size_t{32} << 20;
 constexpr std::size_t kAutoMaxBytes = std::size_t{4} << 30;
+constexpr std::size_t kLargestInitialBytes = std::size_t{1} << 40;  // 1T: also keeps round_up from wrapping
 std::atomic<int> g_next_pool_id{0};
 
 std::size_t round_up(std::size_t bytes, std::size_t unit) {
@@ -67,7 +68,13 @@ Expected<PoolOptions> PoolOptions::from_config(const config::Config& config) {
   PoolOptions options;
   std::size_t initial = config.size_bytes("TETHER_POOL_SIZE");
   std::size_t max = config.size_bytes("TETHER_POOL_MAX");
+  if (initial > kLargestInitialBytes)
+    return make_error(Errc::config, fmt::format("TETHER_POOL_SIZE={} is pinned at start-up", config::format_size(initial)),
+                      fmt::format("give at most {}, or auto; TETHER_POOL_MAX bounds the growth",
+                                  config::format_size(kLargestInitialBytes)));
   options.initial_bytes = initial == 0 ? auto_initial_bytes(limit) : round_up(initial, kArenaAlignment);
+  if (initial == 0 && max != 0)  // an automatic start-up size never passes a maximum set by hand
+    options.initial_bytes = std::max(kArenaAlignment, std::min(options.initial_bytes, round_down(max, kArenaAlignment)));
   options.max_bytes = max == 0 ? auto_max_bytes(limit, options.initial_bytes) : max;
   options.arena_bytes = round_up(config.size_bytes("TETHER_POOL_ARENA_SIZE"), kArenaAlignment);
   options.thread_cache_bytes = config.size_bytes("TETHER_POOL_THREAD_CACHE");

@@ -13,6 +13,7 @@
 
 #include "pool_test_support.hpp"
 #include "tests/support/privileges.hpp"
+#include "runtime/base/config.hpp"
 #include "runtime/base/stats.hpp"
 #include "tether/pool.hpp"
 
@@ -56,7 +57,7 @@ std::uint64_t checksum_of(const void* buffer, std::size_t size) {
 std::uint64_t vm_locked_bytes() { return pool::read_memlock_limit().locked_bytes; }
 
 TEST(PoolTest, EverySizeClassAndAlignmentIsHonoured) {
-  for (std::size_t alignment = 1; alignment <= 128 * 1024; alignment *= 2) {
+  for (std::size_t alignment = 1; alignment <= 2 * MiB; alignment *= 2) {
     for (std::size_t size : {std::size_t{1}, std::size_t{63}, std::size_t{64}, std::size_t{65}, std::size_t{96},
                              std::size_t{100}, std::size_t{1000}, std::size_t{4096}, std::size_t{5000},
                              std::size_t{65536}, std::size_t{200000}, std::size_t{262144},
@@ -72,6 +73,21 @@ TEST(PoolTest, EverySizeClassAndAlignmentIsHonoured) {
       pinned_free(buffer);
     }
   }
+}
+
+// Arenas are placed on 2M boundaries only: a larger alignment is refused by name, not
+// answered with a block that lacks it.
+TEST(PoolTest, AlignmentsAboveTwoMegabytesAreRefused) {
+  for (std::size_t alignment : {4 * MiB, 64 * MiB}) {
+    auto buffer = pinned_try_alloc(65536, alignment);
+    ASSERT_FALSE(buffer) << alignment << " gave " << *buffer;
+    EXPECT_EQ(buffer.error().code, Errc::invalid_argument);
+    EXPECT_NE(buffer.error().message().find("above the pool's 2M"), std::string::npos) << buffer.error().message();
+  }
+  void* still = pinned_alloc(65536, 2 * MiB);
+  ASSERT_NE(still, nullptr);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(still) % (2 * MiB), 0u);
+  pinned_free(still);
 }
 
 TEST(PoolTest, EveryClassServesItsOwnSize) {
@@ -221,6 +237,31 @@ TEST(PoolTest, StartUpRefusesAPoolLargerThanRlimitMemlock) {
     return 0;
   });
   EXPECT_EQ(status, 0);
+}
+
+Expected<pool::PoolOptions> options_from(std::vector<std::string> settings) {
+  std::vector<char*> environment;
+  for (std::string& setting : settings) environment.push_back(setting.data());
+  environment.push_back(nullptr);
+  return pool::PoolOptions::from_config(config::Config::from_environment(environment.data()));
+}
+
+// TETHER_POOL_MAX set alone caps the automatic start-up size (32M) instead of refusing it
+// with an error about a TETHER_POOL_SIZE nobody set; an unlimited start-up size is refused
+// by name (it used to wrap to 0 when rounded up).
+TEST(PoolTest, StartUpSizeFollowsAMaximumSetAlone) {
+  auto capped = options_from({"TETHER_POOL_MAX=16M"});
+  ASSERT_TRUE(capped) << capped.error().message();
+  EXPECT_EQ(capped->initial_bytes, 16 * MiB);
+  EXPECT_EQ(capped->max_bytes, 16 * MiB);
+  auto tiny = options_from({"TETHER_POOL_MAX=3M"});
+  ASSERT_TRUE(tiny) << tiny.error().message();
+  EXPECT_EQ(tiny->initial_bytes, 2 * MiB);
+  auto unlimited = options_from({"TETHER_POOL_SIZE=unlimited"});
+  ASSERT_FALSE(unlimited);
+  EXPECT_EQ(unlimited.error().code, Errc::config);
+  EXPECT_NE(unlimited.error().message().find("TETHER_POOL_SIZE=unlimited is pinned at start-up"), std::string::npos)
+      << unlimited.error().message();
 }
 
 TEST(PoolTest, GrowthPastRlimitMemlockFailsAndThePoolKeepsWorking) {
