@@ -120,7 +120,7 @@ const Error& pinned_last_error() noexcept {
 
 bool pool_find(const void* pointer, PoolLocation& location) noexcept {
   pool::Arena* arena = pool::arena_map_find(pointer);
-  if (arena == nullptr) return false;
+  if (arena == nullptr || pool::inherited_by_fork(arena->owner->id())) return false;
   location.arena_base = arena->mapping.base;
   location.arena_length = arena->mapping.length;
   location.arena_fd = arena->mapping.fd;

@@ -65,6 +65,10 @@ void* SlabPool::allocate(std::size_t size, std::size_t alignment) noexcept {
 }
 
 Expected<void*> SlabPool::try_allocate(std::size_t size, std::size_t alignment) {
+  if (inherited_by_fork(id_))
+    return make_error(Errc::unsupported, fmt::format("pinned_alloc({}) in a forked child", size),
+                      "the pinned pool stays with the parent process (its arenas are not inherited by fork()); "
+                      "allocate with malloc in the child, or exec a program that starts its own runtime");
   auto valid = check_request(size, alignment);
   if (!valid) return tl::unexpected(valid.error());
   int size_class = class_for(size, alignment);
@@ -193,7 +197,7 @@ Expected<void*> SlabPool::allocate_large(std::size_t size, std::size_t alignment
 }
 
 Errc SlabPool::deallocate(void* pointer) noexcept {
-  if (pointer == nullptr) return Errc::ok;
+  if (pointer == nullptr || inherited_by_fork(id_)) return Errc::ok;  // a child has no arena to free into
   Span* span = span_map_find(pointer);
   if (span == nullptr || span->owner != this) {
     Arena* arena = arena_map_find(pointer);
@@ -205,6 +209,7 @@ Errc SlabPool::deallocate(void* pointer) noexcept {
 }
 
 Errc SlabPool::release(Span* span, void* pointer) noexcept {
+  if (inherited_by_fork(id_)) return Errc::ok;
   if (!span->contains(pointer))
     return refuse_free(Errc::not_from_pool, pointer, "it lies in an arena but in no buffer handed out");
   if (span->size_class == kNotAClass) return free_large(span, pointer);

@@ -1,6 +1,8 @@
 // SlabPool set-up: options, arenas, registrars and statistics.
 #include "pool/slab_pool.hpp"
 
+#include <pthread.h>
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -62,6 +64,22 @@ Expected<void> check_memlock(std::size_t bytes) {
 }
 
 }  // namespace
+
+namespace {
+std::atomic<int> g_first_own_pool_id{0};  // pools with smaller ids belong to a parent process
+
+// In the child of fork(): only the forking thread lives on, and its caches hold pointers
+// into the parent's arenas, which the child does not map. They are dropped unread.
+void forget_parent_pools() noexcept {
+  g_first_own_pool_id.store(g_next_pool_id.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  t_thread_caches.fill(nullptr);
+  t_global_pool_cache = &g_no_thread_cache;
+  t_recent_span = RecentSpan{};
+}
+const bool g_fork_handler = ::pthread_atfork(nullptr, nullptr, forget_parent_pools) == 0;
+}  // namespace
+
+bool inherited_by_fork(int pool_id) noexcept { return pool_id < g_first_own_pool_id.load(std::memory_order_relaxed); }
 
 Expected<PoolOptions> PoolOptions::from_config(const config::Config& config) {
   MemlockLimit limit = read_memlock_limit();

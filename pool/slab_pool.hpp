@@ -172,5 +172,9 @@ class SlabPool {
 const Expected<SlabPool*>& global_pool();
 // This thread's last allocation failure.
 const Error& last_allocation_error() noexcept;
+// In a child of fork(), true for the pools its parent had: their arenas stayed with the
+// parent (MADV_DONTFORK), so allocations fail naming fork() and frees and lookups are
+// ignored. Pools the child creates itself work.
+[[nodiscard]] bool inherited_by_fork(int pool_id) noexcept;
 
 }  // namespace tether::pool

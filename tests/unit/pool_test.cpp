@@ -223,6 +223,36 @@ TEST(PoolTest, ArenasAreNotInheritedByForkedChildren) {
   pinned_free(buffer);
 }
 
+// The child inherits this thread's free lists but not the arenas they point into: using
+// them crashed it (SIGSEGV). Now the parent's pool refuses it by name, frees and lookups of
+// the parent's buffers are ignored, and a pool the child creates itself works.
+TEST(PoolTest, AForkedChildIsRefusedTheParentsPoolWithoutACrash) {
+  for (std::size_t size : {std::size_t{64}, 1 * MiB}) pinned_free(pinned_alloc(size));  // cached, reusable
+  void* kept = pinned_alloc(4096);
+  ASSERT_NE(kept, nullptr);
+  int status = run_in_child([kept] {
+    if (pinned_alloc(64) != nullptr || pinned_alloc(MiB) != nullptr) return 1;
+    if (pinned_last_error().message().find("forked child") == std::string::npos) return 2;
+    auto tried = pinned_try_alloc(64);
+    if (tried || tried.error().code != Errc::unsupported) return 3;
+    PoolLocation location;
+    if (pool_find(kept, location)) return 4;
+    pinned_free(kept);  // the parent's: ignored
+    auto own = pool::SlabPool::create(small_pool_options(2 * MiB, 4 * MiB));
+    if (!own) return 5;
+    void* buffer = (*own)->allocate(4096, 16);
+    if (buffer == nullptr) return 6;
+    std::memset(buffer, 7, 4096);
+    return (*own)->deallocate(buffer) == Errc::ok ? 0 : 7;
+  });
+  EXPECT_EQ(status, 0) << "128 + n: killed by signal n";
+  static_cast<char*>(kept)[0] = 'p';  // the parent's pool is untouched
+  pinned_free(kept);
+  void* again = pinned_alloc(64);
+  EXPECT_NE(again, nullptr);
+  pinned_free(again);
+}
+
 TEST(PoolTest, StartUpRefusesAPoolLargerThanRlimitMemlock) {
   int status = run_in_child([] {
     if (!drop_ipc_lock() || !limit_memlock(4 * MiB)) return 10;
