@@ -78,9 +78,10 @@ Expected<void*> SlabPool::try_allocate(std::size_t size, std::size_t alignment) 
 
 Expected<void*> SlabPool::allocate_small(int size_class) {
   ThreadCache* cache = thread_cache_for(this, id_);
-  FreeList exiting_list;
+  FreeList exiting_list;  // a thread past its exit hook: one object, nothing left behind in it
   FreeList& list = cache != nullptr ? cache->lists[size_class] : exiting_list;
-  if (list.head == nullptr) refill(list, size_class, std::max<std::uint32_t>(1, cache_limits_[size_class] / 2));
+  std::uint32_t want = cache != nullptr ? std::max<std::uint32_t>(1, cache_limits_[size_class] / 2) : 1;
+  if (list.head == nullptr) refill(list, size_class, want);
   if (list.head == nullptr) return tl::unexpected(t_last_error);
   return hand_out(list);
 }
@@ -166,9 +167,9 @@ Span* SlabPool::take_cached_large(std::size_t bytes, std::size_t alignment) noex
     return span != nullptr && span->bytes == bytes && reinterpret_cast<std::uintptr_t>(span->start) % alignment == 0;
   };
   if (ThreadCache* cache = t_thread_caches[id_]) {
-    for (Span*& slot : cache->large_spans) {
-      if (!fits(slot)) continue;
-      return std::exchange(slot, nullptr);
+    for (std::atomic<Span*>& slot : cache->large_spans) {
+      if (!fits(slot.load(std::memory_order_relaxed))) continue;
+      if (Span* mine = slot.exchange(nullptr, std::memory_order_acquire)) return mine;  // else taken back meanwhile
     }
   }
   std::lock_guard lock(large_mutex_);
@@ -262,9 +263,9 @@ Errc SlabPool::free_large(Span* span, void* pointer) noexcept {
   if (cache != nullptr) count_one(cache->large_frees);
   else large_frees_.fetch_add(1, std::memory_order_relaxed);
   if (cache != nullptr) {
-    for (Span*& slot : cache->large_spans) {
-      if (slot != nullptr) continue;
-      slot = span;
+    for (std::atomic<Span*>& slot : cache->large_spans) {
+      if (slot.load(std::memory_order_relaxed) != nullptr) continue;
+      slot.store(span, std::memory_order_release);  // only this thread fills its slots
       return Errc::ok;
     }
   }
@@ -277,13 +278,19 @@ void SlabPool::release_large_run(Span* span) noexcept {
   release_large_run_locked(span);
 }
 
+// Every thread's cached large buffers, not only the caller's: a thread that freed some
+// and lives on must not hold them while another fails at TETHER_POOL_MAX.
 bool SlabPool::return_cached_large_locked() noexcept {
   bool returned = false;
-  if (ThreadCache* cache = t_thread_caches[id_]) {
-    for (Span*& slot : cache->large_spans) {
-      if (slot == nullptr) continue;
-      release_large_run_locked(std::exchange(slot, nullptr));
-      returned = true;
+  {
+    std::lock_guard caches_lock(caches_mutex_);
+    for (ThreadCache* cache : caches_) {
+      for (std::atomic<Span*>& slot : cache->large_spans) {
+        Span* span = slot.exchange(nullptr, std::memory_order_acquire);
+        if (span == nullptr) continue;
+        release_large_run_locked(span);
+        returned = true;
+      }
     }
   }
   std::lock_guard lock(large_mutex_);

@@ -252,9 +252,9 @@ PoolStats SlabPool::stats() const {
 
 void SlabPool::retire_thread_cache(ThreadCache* cache) noexcept {
   for (int c = 0; c < kClassCount; ++c) drain(cache->lists[c], c, 0);
-  for (Span*& span : cache->large_spans) {
+  for (std::atomic<Span*>& slot : cache->large_spans) {
+    Span* span = slot.exchange(nullptr, std::memory_order_acquire);
     if (span != nullptr && !cache_large(span)) release_large_run(span);
-    span = nullptr;
   }
   {
     std::lock_guard lock(caches_mutex_);

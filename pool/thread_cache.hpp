@@ -15,7 +15,9 @@ struct ThreadCache {
 
   SlabPool* pool;
   std::array<FreeList, kClassCount> lists{};
-  std::array<Span*, 4> large_spans{};  // recently freed large buffers, reused lock-free
+  // Recently freed large buffers, reused without a lock. Only the owner fills a slot; any
+  // thread may empty one (exchange), so a pool at its limit can take them all back.
+  std::array<std::atomic<Span*>, 4> large_spans{};
   // Written by the owner only (no shared cache line on the large-buffer path).
   std::atomic<std::uint64_t> large_allocations{0};
   std::atomic<std::uint64_t> large_frees{0};

@@ -1,9 +1,11 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -193,6 +195,77 @@ TEST(PoolTest, LargeBuffersFreedAtTheCapServeSmallSizes) {
   EXPECT_EQ(pool->deallocate(*small), Errc::ok);
   auto large = pool->try_allocate(512 * 1024, 16);
   EXPECT_TRUE(large) << "large buffers must still fit after a small span was carved";
+}
+
+// A thread that freed large buffers keeps up to 4 in its own cache. While it lives on, a
+// pool at its maximum takes them back from it for another thread (before, only the
+// caller's own cache was emptied, and the other thread failed with room to spare).
+TEST(PoolTest, LargeBuffersCachedByAnotherThreadServeAPoolAtItsLimit) {
+  pool::SlabPool* pool = make_pool(2 * MiB, 4 * MiB);
+  ASSERT_NE(pool, nullptr);
+  std::mutex mutex;
+  std::condition_variable changed;
+  int stage = 0;  // 1: the holder freed its buffers; 2: the other thread is done
+  std::size_t held = 0;
+  std::thread holder([&] {
+    std::vector<void*> buffers;
+    while (auto buffer = pool->try_allocate(MiB, 16)) buffers.push_back(*buffer);
+    held = buffers.size();
+    for (void* buffer : buffers) EXPECT_EQ(pool->deallocate(buffer), Errc::ok);
+    std::unique_lock lock(mutex);
+    stage = 1;
+    changed.notify_all();
+    changed.wait(lock, [&] { return stage == 2; });  // alive, its cache still full
+  });
+  {
+    std::unique_lock lock(mutex);
+    changed.wait(lock, [&] { return stage == 1; });
+  }
+  EXPECT_LE(held, 4u) << "more buffers than a thread caches: the test would not need the fix";
+  EXPECT_GE(held, 3u);
+  auto buffer = pool->try_allocate(MiB, 16);
+  EXPECT_TRUE(buffer.has_value()) << (buffer ? std::string() : buffer.error().message());
+  if (buffer) {
+    EXPECT_EQ(pool->deallocate(*buffer), Errc::ok);
+  }
+  {
+    std::lock_guard lock(mutex);
+    stage = 2;
+  }
+  changed.notify_all();
+  holder.join();
+}
+
+// A thread_local object made before the thread's first pool call is destroyed after the
+// pool's exit hook; allocating there takes one object, with nothing left over (the whole
+// refill, 256 objects of 64 B, used to vanish with the call's local list).
+pool::SlabPool* g_pool_for_late_allocation = nullptr;
+struct AllocatesAtThreadExit {
+  ~AllocatesAtThreadExit() {
+    void* late = g_pool_for_late_allocation->allocate(64, 16);
+    EXPECT_NE(late, nullptr);
+    if (late != nullptr) {
+      EXPECT_EQ(g_pool_for_late_allocation->deallocate(late), Errc::ok);
+    }
+  }
+};
+
+TEST(PoolTest, AnAllocationAfterTheThreadsExitHookLosesNothing) {
+  pool::SlabPool* pool = make_pool(2 * MiB, 4 * MiB);
+  ASSERT_NE(pool, nullptr);
+  g_pool_for_late_allocation = pool;
+  std::thread([pool] {
+    thread_local AllocatesAtThreadExit late;
+    (void)&late;  // made now, before the pool's hook: destroyed after it
+    void* early = pool->allocate(64, 16);
+    EXPECT_NE(early, nullptr);
+    EXPECT_EQ(pool->deallocate(early), Errc::ok);
+  }).join();
+  for (const PoolClassStats& row : pool->stats().classes) {
+    if (row.object_bytes == 64) {
+      EXPECT_EQ(row.objects_in_use, 0u) << "objects lost at thread exit";
+    }
+  }
 }
 
 TEST(PoolTest, ArenasArePinnedByTheKernelsAccount) {
