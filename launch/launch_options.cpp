@@ -98,6 +98,7 @@ std::string usage_text() {
          "                        runs in namespace r % count; ranks on different hosts\n"
          "                        talk over the network transport\n"
          "  --oversubscribe       accepted for mpirun habits; ranks may outnumber cores\n"
+         "  --                    ends the options: the program follows\n"
          "The exit code is 0 when every rank exits 0; otherwise the first failure's exit\n"
          "code, or 128+signal for a rank killed by a signal.\n";
 }
@@ -107,6 +108,10 @@ Expected<LaunchOptions> parse_command_line(int argc, char** argv) {
   int i = 1;
   for (; i < argc && argv[i][0] == '-'; ++i) {
     std::string_view flag(argv[i]);
+    if (flag == "--") {  // the program follows, even one whose name starts with '-'
+      ++i;
+      break;
+    }
     if (flag == "-h" || flag == "--help") {
       options.show_help = true;
       return options;
@@ -116,6 +121,10 @@ Expected<LaunchOptions> parse_command_line(int argc, char** argv) {
       continue;
     }
     if (flag == "--oversubscribe") continue;  // mpirun's habit; one node always takes N ranks
+    if (flag.starts_with("--tag-output=") || flag.starts_with("--oversubscribe="))
+      return tl::unexpected(usage_error(fmt::format("'{}': {} takes no value", flag, flag.substr(0, flag.find('=')))));
+    if (flag.starts_with("-n=") || flag.starts_with("-np="))
+      return tl::unexpected(usage_error(fmt::format("'{}': give the rank count after a space (-n 4)", flag)));
     std::string_view value;
     if (auto equals = flag.find('='); equals != std::string_view::npos && flag.starts_with("--")) {
       value = flag.substr(equals + 1);

@@ -232,6 +232,14 @@ TEST(TetherRunFailure, BadUsageNamesTheProblem) {
   auto bad_timeout = run({tether_run(), "-n", "2", "--timeout", "soon", launch_check()}, {}, kWatchdog);
   EXPECT_EQ(bad_timeout.exit_code, 2);
   EXPECT_NE(bad_timeout.output.find("--timeout 'soon' is not a duration"), std::string::npos) << bad_timeout.output;
+  auto flag_with_value = run({tether_run(), "-n", "2", "--tag-output=x", launch_check()}, {}, kWatchdog);
+  EXPECT_EQ(flag_with_value.exit_code, 2);
+  EXPECT_NE(flag_with_value.output.find("--tag-output takes no value"), std::string::npos) << flag_with_value.output;
+  auto glued = run({tether_run(), "-n=2", launch_check()}, {}, kWatchdog);
+  EXPECT_EQ(glued.exit_code, 2);
+  EXPECT_NE(glued.output.find("give the rank count after a space"), std::string::npos) << glued.output;
+  auto separated = run({tether_run(), "-n", "1", "--", "/bin/true"}, {}, kWatchdog);
+  EXPECT_EQ(separated.exit_code, 0) << separated.output;
   // Longer would overflow the deadline: a timeout at once, or none at all.
   auto endless = run({tether_run(), "-n", "2", "--timeout", "153722867m", launch_check()}, {}, kWatchdog);
   EXPECT_EQ(endless.exit_code, 2);
