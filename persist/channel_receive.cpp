@@ -293,7 +293,10 @@ void ChannelRegistry::return_credits(ChannelState& channel) noexcept {
   if (receive.unreported == 0) return;
   auto credits = static_cast<std::uint32_t>(receive.unreported);
   if (channel.direct_credit != nullptr) {
-    std::atomic_ref(*channel.direct_credit).store(receive.released, std::memory_order_release);
+    std::uint64_t released = receive.released;
+    if (inject_corrupt_credit_ != 0 && stats_.credit_stores + 1 == inject_corrupt_credit_) [[unlikely]]
+      released += std::uint64_t{1} << 20;  // TETHER_INJECT_CORRUPT_CREDIT: more released than ever sent
+    std::atomic_ref(*channel.direct_credit).store(released, std::memory_order_release);
     receive.unreported = 0;
     ++stats_.credit_stores;
     return;

@@ -60,6 +60,7 @@ ChannelRegistry::ChannelRegistry(messaging::Engine& engine)
                                            : InjectAt::after_close;
   inject_credit_failure_ = injection_count(config, "TETHER_INJECT_CREDIT_FAILURE");
   inject_corrupt_flag_ = injection_count(config, "TETHER_INJECT_CORRUPT_FLAG");
+  inject_corrupt_credit_ = injection_count(config, "TETHER_INJECT_CORRUPT_CREDIT");
 }
 
 ChannelRegistry::~ChannelRegistry() {

@@ -208,6 +208,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   std::uint64_t inject_credit_failure_ = 0;        // TETHER_INJECT_CREDIT_FAILURE (0: none)
   bool credit_failure_fired_ = false;
   std::uint64_t inject_corrupt_flag_ = 0;          // TETHER_INJECT_CORRUPT_FLAG (0: none)
+  std::uint64_t inject_corrupt_credit_ = 0;        // TETHER_INJECT_CORRUPT_CREDIT (0: none)
   std::uint64_t remote_data_posts_ = 0;            // data writes and messages posted to peers
   std::chrono::nanoseconds connect_timeout_{};
   std::chrono::nanoseconds close_timeout_{};

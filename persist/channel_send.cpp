@@ -71,6 +71,8 @@ Status ChannelRegistry::start_locked(ChannelState& channel, std::size_t bytes) n
     take_unread_carried_credits(shape.peer);
     no_credit = send.started - known_credits(channel) >= shape.slots;
   }
+  if (channel.phase == Phase::failed) [[unlikely]]
+    return failed(channel);  // the credit word was refused
   // A busy buffer waits on the peer too: a write to it, or its share of a split copy.
   bool buffer_busy = !no_credit && send.buffer_writes[channel.next_send_buffer()] > 0;
   set_waiting(channel, no_credit || buffer_busy);
@@ -90,10 +92,21 @@ Status ChannelRegistry::start_locked(ChannelState& channel, std::size_t bytes) n
   return status;
 }
 
-// Credits as the receiver's word says now (credit notifications are in `credited`).
+// Credits as the receiver's word says now (credit notifications are in `credited`). The
+// word is the receiver's to write: one counting more releases than messages started is
+// refused (the channel fails, both sides told) rather than let this side overwrite slots.
 std::uint64_t ChannelRegistry::credits_of(ChannelState& channel) noexcept {
+  SendProgress& send = channel.send;
   std::uint64_t word = std::atomic_ref(*channel.credit_word).load(std::memory_order_acquire);
-  channel.send.credit_word_seen = std::max(channel.send.credit_word_seen, word);  // a flag line may have brought more
+  if (word > send.started - send.credited) [[unlikely]] {
+    (void)fail_channel_and_tell_peer(
+        channel, Errc::invalid_argument,
+        fmt::format("rank {}'s credit word says {} messages released, but {} were started and {} credited otherwise",
+                    channel.shape.peer, word, send.started, send.credited),
+        "the peer's memory or tether build is broken; run the same tether on every rank and recreate the channel");
+    return known_credits(channel);
+  }
+  send.credit_word_seen = std::max(send.credit_word_seen, word);  // a flag line may have brought more
   return known_credits(channel);
 }
 

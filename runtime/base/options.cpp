@@ -109,6 +109,9 @@ constexpr Option kOptions[] = {
     {"TETHER_INJECT_CORRUPT_FLAG", "0", Kind::integer,
      "Fault injection, for tests: this rank's N-th shm-own direct store into a persistent channel writes a flag "
      "line naming a slot past the channel's last; the receive side refuses it, fails and tells its sender (0: never)"},
+    {"TETHER_INJECT_CORRUPT_CREDIT", "0", Kind::integer,
+     "Fault injection, for tests: this rank's N-th shm-own credit-word store counts 2^20 more messages released "
+     "than it took; the sender refuses the word, fails and tells the receiver (0: never)"},
     {"TETHER_RNDV_CHUNK", "2M", Kind::size, "Rendezvous transfers move in RMA operations of at most this size"},
     {"TETHER_PROGRESS_THREAD", "off", Kind::boolean, "Run a thread that drives progress continuously"},
     {"TETHER_YIELD", "auto", Kind::choice,

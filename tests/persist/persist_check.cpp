@@ -1092,6 +1092,40 @@ void corrupt_flag(Runtime& runtime) {
   exchange_on_new_channels(runtime, ChannelShape{.peer = peer, .tag = 44, .slot_bytes = 4096, .slots = 2}, 9);
 }
 
+// Run with TETHER_INJECT_CORRUPT_CREDIT=2 on shm-own: rank 1's second credit-word store
+// counts 2^20 more messages released than rank 0 ever started. Rank 0 must refuse the word
+// when it next reads it (out of credit), fail naming it and tell rank 1, whose channel then
+// fails too instead of taking slots rank 0 would overwrite. Then both still exchange a
+// message, checksummed.
+void corrupt_credit(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  const int peer = 1 - runtime.rank();
+  ChannelShape shape{.peer = peer, .tag = 46, .slot_bytes = 4096, .slots = 4};
+  if (runtime.rank() == 0) {
+    SendChannel out = connected_send(runtime, shape);
+    (void)stream_until_failed(out, std::numeric_limits<std::uint64_t>::max());  // tether-run's --timeout bounds it
+    CHECK(out.last_error().code == tether::Errc::invalid_argument &&
+              out.last_error().message().find("credit word says") != std::string::npos,
+          "the sender: {}", out.last_error().message());
+    fmt::print("rank 0 refused the credit word: {}\n", out.last_error().message());
+  } else {
+    ReceiveChannel in = connected_receive(runtime, shape);
+    Status status = Status::done;
+    for (std::uint64_t i = 0; status != Status::error; ++i) {
+      Bytes message;
+      status = in.wait(message);
+      if (status == Status::error) break;
+      CHECK(message.size() == shape.slot_bytes && matches(message, 0, i), "message {} differs", i);
+      CHECK(in.release() == Status::done, "release {}", i);
+    }
+    CHECK(in.last_error().code == tether::Errc::invalid_argument &&
+              in.last_error().message().find("rank 0's side of it failed") != std::string::npos,
+          "the receiver: {}", in.last_error().message());
+    fmt::print("rank 1 saw its channel fail: {}\n", in.last_error().message());
+  }
+  exchange_after_failure(runtime, peer);
+}
+
 // Run with TETHER_INJECT_CREDIT_FAILURE=1 where credits are messages or writes (not
 // shm-own's direct stores): rank 0 streams to rank 1 through 2 slots, and rank 1's first
 // credit fails at its post (or, a credit write, at its completion). Rank 1's channel fails;
@@ -1241,6 +1275,7 @@ int main(int argc, char** argv) {
       {"write-failure-after-close", write_failure_after_close},
       {"connect-timeout", connect_timeout},
       {"close-unconnected", close_unconnected},
+      {"corrupt-credit", corrupt_credit},
       {"held-slots", held_slots}, {"warm-slot", warm_slot},
       {"warm-large-slot", warm_large_slot}, {"send-buffers", send_buffers}, {"held-large-slots", held_large_slots},
       {"user-slots", user_slots}};

@@ -332,6 +332,19 @@ TEST(PersistFailureTest, CorruptFlagLineFailsBothSides) {
   EXPECT_NE(outcome.output.find("rank 0 saw its channel fail"), std::string::npos) << outcome.output;
 }
 
+// A credit word counting more releases than messages started (injected) is refused: the
+// sender fails naming it, instead of writing into slots the receiver holds, and tells the
+// receiver, which fails too.
+TEST(PersistFailureTest, CorruptCreditWordFailsBothSides) {
+  auto environment = transport_environment("shm");
+  environment.push_back("TETHER_INJECT_CORRUPT_CREDIT=2");
+  auto outcome = tether::testing::run(
+      {TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "corrupt-credit"}, environment, 90s);
+  expect_every_rank_passed(outcome, {"corrupt-credit", 2, "shm", ""});
+  EXPECT_NE(outcome.output.find("rank 0 refused the credit word"), std::string::npos) << outcome.output;
+  EXPECT_NE(outcome.output.find("rank 1 saw its channel fail"), std::string::npos) << outcome.output;
+}
+
 // A credit message that fails at its completion (injected) is owed again: the stream
 // through 2 slots goes on whole, where its sender would have starved.
 TEST(PersistFailureTest, FailedCreditMessageIsOwedAgain) {
