@@ -33,8 +33,8 @@ Expected<std::chrono::nanoseconds> parse_duration(std::string_view flag, std::st
   }
   constexpr std::uint64_t kYearMinutes = 365 * 24 * 60;  // longer could overflow the clock's deadline
   if (*parsed > kYearMinutes * 60'000'000'000)
-    return tl::unexpected(usage_error(
-        fmt::format("{} '{}' is longer than a year: give at most {}m (0 means no timeout)", flag, text, kYearMinutes)));
+    return tl::unexpected(usage_error(fmt::format("{} '{}' is longer than a year: give at most {}m{}", flag, text,
+                                                  kYearMinutes, flag == "--timeout" ? " (0: no timeout)" : "")));
   return std::chrono::nanoseconds(static_cast<std::int64_t>(*parsed));
 }
 

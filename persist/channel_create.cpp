@@ -321,13 +321,22 @@ Expected<void> ChannelRegistry::accept_hello(ChannelState& channel) const {
 }
 
 Expected<void> ChannelRegistry::wait_connected(ChannelState& channel) {
-  auto deadline = std::chrono::steady_clock::now() + connect_timeout_;
+  std::optional<Clock::time_point> deadline;
+  if (connect_timeout_.count() > 0) deadline = Clock::now() + connect_timeout_;
+  Status status = connect_until(channel, deadline);
+  if (status == Status::done) return {};
+  if (status == Status::error) return tl::unexpected(channel.last_error);
+  channel.connect_timed_out = true;
+  return tl::unexpected(connect_timeout_error(channel));
+}
+
+// test_connected until the handshake ends (done or error), or `deadline` passed (posted;
+// none: for ever). One pass at least.
+Status ChannelRegistry::connect_until(ChannelState& channel, std::optional<Clock::time_point> deadline) noexcept {
   for (base::YieldCountdown countdown;; countdown.after_poll()) {
     Status status = test_connected(channel);
-    if (status == Status::done) return {};
-    if (status == Status::error) return tl::unexpected(channel.last_error);
-    if (connect_timeout_.count() > 0 && std::chrono::steady_clock::now() > deadline)
-      return tl::unexpected(connect_timeout_error(channel));
+    if (status != Status::posted) return status;
+    if (deadline && Clock::now() > *deadline) return Status::posted;
   }
 }
 
@@ -340,14 +349,11 @@ Error ChannelRegistry::connect_timeout_error(const ChannelState& channel) {
 
 // A channel closed before its handshake finished waits for it (as long as for writes in
 // flight), so that the peer's side, connected or about to be, is told it closed instead of
-// waiting for ever.
+// waiting for ever. One whose connect wait timed out already only looks once more.
 void ChannelRegistry::finish_handshake_before_close(ChannelState& channel) noexcept {
   if (channel.phase != Phase::connecting) return;
-  auto deadline = std::chrono::steady_clock::now() + close_timeout_;
-  for (base::YieldCountdown countdown;; countdown.after_poll()) {
-    if (test_connected(channel) != Status::posted) return;
-    if (std::chrono::steady_clock::now() > deadline) break;
-  }
+  auto deadline = Clock::now() + (channel.connect_timed_out ? Clock::duration::zero() : close_timeout_);
+  if (connect_until(channel, deadline) != Status::posted) return;
   log::warn("persist", "{} channel with rank {} (tag {}) closed before rank {} created its matching channel; if it "
             "does, that channel is not told (create channels on both ranks before closing either)",
             role_name(channel.role), channel.shape.peer, channel.shape.tag, channel.shape.peer);

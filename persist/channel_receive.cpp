@@ -294,8 +294,10 @@ void ChannelRegistry::return_credits(ChannelState& channel) noexcept {
   auto credits = static_cast<std::uint32_t>(receive.unreported);
   if (channel.direct_credit != nullptr) {
     std::uint64_t released = receive.released;
-    if (inject_corrupt_credit_ != 0 && stats_.credit_stores + 1 == inject_corrupt_credit_) [[unlikely]]
-      released += std::uint64_t{1} << 20;  // TETHER_INJECT_CORRUPT_CREDIT: more released than ever sent
+    // TETHER_INJECT_CORRUPT_CREDIT: from the N-th store on, more released than ever sent (every
+    // later store too: a sender that read none of the bad words in between would never see one)
+    if (inject_corrupt_credit_ != 0 && stats_.credit_stores + 1 >= inject_corrupt_credit_) [[unlikely]]
+      released += std::uint64_t{1} << 20;
     std::atomic_ref(*channel.direct_credit).store(released, std::memory_order_release);
     receive.unreported = 0;
     ++stats_.credit_stores;

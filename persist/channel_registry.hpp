@@ -7,6 +7,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -31,6 +32,8 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   [[nodiscard]] std::chrono::nanoseconds connect_timeout() const noexcept { return connect_timeout_; }
   [[nodiscard]] static Error connect_timeout_error(const ChannelState& channel);
   void finish_handshake_before_close(ChannelState& channel) noexcept;
+  using Clock = std::chrono::steady_clock;
+  Status connect_until(ChannelState& channel, std::optional<Clock::time_point> deadline) noexcept;
   void close(ChannelState& channel) noexcept;
 
   // Hot path (channel_send.cpp, channel_receive.cpp). Each takes the progress lock.

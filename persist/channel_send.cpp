@@ -72,7 +72,7 @@ Status ChannelRegistry::start_locked(ChannelState& channel, std::size_t bytes) n
     no_credit = send.started - known_credits(channel) >= shape.slots;
   }
   if (channel.phase == Phase::failed) [[unlikely]]
-    return failed(channel);  // the credit word was refused
+    return failed(channel);  // credits_of refused the credit word
   // A busy buffer waits on the peer too: a write to it, or its share of a split copy.
   bool buffer_busy = !no_credit && send.buffer_writes[channel.next_send_buffer()] > 0;
   set_waiting(channel, no_credit || buffer_busy);
@@ -98,7 +98,7 @@ Status ChannelRegistry::start_locked(ChannelState& channel, std::size_t bytes) n
 std::uint64_t ChannelRegistry::credits_of(ChannelState& channel) noexcept {
   SendProgress& send = channel.send;
   std::uint64_t word = std::atomic_ref(*channel.credit_word).load(std::memory_order_acquire);
-  if (word > send.started - send.credited) [[unlikely]] {
+  if (released_count_refusal(send, word) != nullptr) [[unlikely]] {
     (void)fail_channel_and_tell_peer(
         channel, Errc::invalid_argument,
         fmt::format("rank {}'s credit word says {} messages released, but {} were started and {} credited otherwise",
@@ -179,6 +179,8 @@ Status ChannelRegistry::store_direct(ChannelState& channel, std::size_t bytes) n
   bool split = !in_flag_line && channel.hello_out.source.length != 0 && splits(bytes);
   await_warm_slot(channel, bytes);
   std::uint32_t slot = next_free_slot(channel, in_flag_line ? known_credits(channel) : credits_of(channel));
+  if (channel.phase == Phase::failed) [[unlikely]]
+    return failed(channel);  // credits_of refused the credit word: nothing is stored
   take_slot(channel, send.started, slot);
   auto position = channel.position_of(send.started);
   std::uint64_t slot_word = kSlotWritten | slot | carry_owed_credits(channel.shape.peer);
@@ -289,6 +291,8 @@ Status ChannelRegistry::post_remote_data(ChannelState& channel, std::uint64_t se
   if (channel.inline_max > 0 && length <= channel.inline_max && offset == 0) return post_message(channel, sequence, length, value);
   return_credits_ahead_of_write(channel.shape.peer);
   std::uint32_t slot = landing_slot_of(channel, sequence);
+  if (channel.phase == Phase::failed) [[unlikely]]
+    return failed(channel);  // credits_of refused the credit word: nothing is written
   std::uint32_t buffer = channel.buffer_of(sequence);
   transport::Transport& transport = engine_.transport();
   Status status = transport.write_with_notification(

@@ -55,9 +55,12 @@ Expected<void> wait_connected(std::span<SendChannel*> sends, std::span<ReceiveCh
     Status receives_status = test_all_connected(receives, failure, receive_waiting);
     if (receives_status == Status::error) return tl::unexpected(failure);
     if (sends_status == Status::done && receives_status == Status::done) return {};
-    if (timeout.count() > 0 && std::chrono::steady_clock::now() > deadline)
+    if (timeout.count() > 0 && std::chrono::steady_clock::now() > deadline) {
+      for (SendChannel* channel : sends) channel->state_->connect_timed_out = true;  // (connected ones ignore it)
+      for (ReceiveChannel* channel : receives) channel->state_->connect_timed_out = true;
       return tl::unexpected(persist::ChannelRegistry::connect_timeout_error(
           send_waiting != nullptr ? *send_waiting->state_ : *receive_waiting->state_));
+    }
   }
 }
 

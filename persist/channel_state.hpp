@@ -259,6 +259,7 @@ struct ChannelState {
   std::uint32_t id = 0;
   bool self = false;  // the peer is this rank: memcpy, no transport
   Phase phase = Phase::connecting;
+  bool connect_timed_out = false;  // a wait_connected gave up on it (closing it then does not wait)
   bool closed = false;
   bool watching_peer = false;  // this channel waits on its peer: the engine watches it
   Error failure;      // why the channel failed, for every later call
@@ -400,14 +401,19 @@ enum class LineContent : std::uint8_t { slot, flag_line, split };
                                                   const Notification& notification) noexcept;
 // Why `credits` returned to a channel are refused, or nullptr to accept them.
 [[nodiscard]] const char* credit_refusal(Role role, const SendProgress& send, std::uint32_t credits) noexcept;
+// Why a receiver's count of messages released (in its credit word, or carried in a flag
+// line) is refused, or nullptr: it may not pass the messages started less those credited
+// by credit messages.
+[[nodiscard]] inline const char* released_count_refusal(const SendProgress& send, std::uint64_t released) noexcept {
+  return released > send.started - send.credited ? "more messages released than started" : nullptr;
+}
 // Why a released count `released` carried in a flag line from rank `from` for a channel
 // of `role` to rank `channel_peer` is refused, or nullptr to accept it.
 [[nodiscard]] inline const char* carried_credit_refusal(Role role, int channel_peer, int from, const SendProgress& send,
                                                         std::uint64_t released) noexcept {
   if (role != Role::send) return "credits carried for a receive channel";
   if (channel_peer != from) return "credits carried for a channel to another rank";
-  if (released > send.started - send.credited) return "more credits carried than messages started";
-  return nullptr;
+  return released_count_refusal(send, released);
 }
 
 // For messages: "sender" or "receiver"; a shape as text.

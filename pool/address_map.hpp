@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <mutex>
 
 namespace tether::pool {
 
@@ -40,20 +39,20 @@ class AddressMap {
   static constexpr std::uintptr_t kLeafMask = (std::uintptr_t{1} << kLeafBits) - 1;
   using Leaf = std::array<std::atomic<T*>, std::size_t{1} << kLeafBits>;
 
+  // Without a lock (one a thread held at fork() would stay held in the child): threads
+  // racing to make a leaf each make one, the first installed wins, the others free theirs.
   Leaf* leaf_for(std::uintptr_t key) noexcept {
     auto& slot = root_[key >> kLeafBits];
     if (Leaf* leaf = slot.load(std::memory_order_acquire)) return leaf;
-    std::lock_guard lock(mutex_);
-    Leaf* leaf = slot.load(std::memory_order_acquire);
-    if (leaf == nullptr) {
-      leaf = static_cast<Leaf*>(std::calloc(1, sizeof(Leaf)));  // zeroed: all entries null
-      slot.store(leaf, std::memory_order_release);
-    }
-    return leaf;
+    auto* made = static_cast<Leaf*>(std::calloc(1, sizeof(Leaf)));  // zeroed: all entries null
+    if (made == nullptr) return nullptr;
+    Leaf* installed = nullptr;
+    if (slot.compare_exchange_strong(installed, made, std::memory_order_acq_rel)) return made;
+    std::free(made);
+    return installed;
   }
 
   std::array<std::atomic<Leaf*>, std::size_t{1} << kRootBits> root_{};
-  std::mutex mutex_;
 };
 
 }  // namespace tether::pool

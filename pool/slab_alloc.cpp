@@ -168,8 +168,11 @@ Span* SlabPool::take_cached_large(std::size_t bytes, std::size_t alignment) noex
   };
   if (ThreadCache* cache = t_thread_caches[id_]) {
     for (std::atomic<Span*>& slot : cache->large_spans) {
-      if (!fits(slot.load(std::memory_order_relaxed))) continue;
-      if (Span* mine = slot.exchange(nullptr, std::memory_order_acquire)) return mine;  // else taken back meanwhile
+      if (slot.load(std::memory_order_relaxed) == nullptr) continue;
+      // Taken before it is read: another thread may take it back (and reuse its record) meanwhile.
+      Span* mine = slot.exchange(nullptr, std::memory_order_acquire);
+      if (fits(mine)) return mine;
+      if (mine != nullptr) slot.store(mine, std::memory_order_release);  // only this thread fills its slots
     }
   }
   std::lock_guard lock(large_mutex_);
@@ -198,7 +201,7 @@ Expected<void*> SlabPool::allocate_large(std::size_t size, std::size_t alignment
 }
 
 Errc SlabPool::deallocate(void* pointer) noexcept {
-  if (pointer == nullptr || inherited_by_fork(id_)) return Errc::ok;  // a child has no arena to free into
+  if (pointer == nullptr) return Errc::ok;
   Span* span = span_map_find(pointer);
   if (span == nullptr || span->owner != this) {
     Arena* arena = arena_map_find(pointer);
@@ -210,7 +213,7 @@ Errc SlabPool::deallocate(void* pointer) noexcept {
 }
 
 Errc SlabPool::release(Span* span, void* pointer) noexcept {
-  if (inherited_by_fork(id_)) return Errc::ok;
+  if (inherited_by_fork(id_)) return Errc::ok;  // a forked child has no arena to free into
   if (!span->contains(pointer))
     return refuse_free(Errc::not_from_pool, pointer, "it lies in an arena but in no buffer handed out");
   if (span->size_class == kNotAClass) return free_large(span, pointer);

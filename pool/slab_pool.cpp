@@ -87,12 +87,17 @@ Expected<PoolOptions> PoolOptions::from_config(const config::Config& config) {
   std::size_t initial = config.size_bytes("TETHER_POOL_SIZE");
   std::size_t max = config.size_bytes("TETHER_POOL_MAX");
   if (initial > kLargestInitialBytes)
-    return make_error(Errc::config, fmt::format("TETHER_POOL_SIZE={} is pinned at start-up", config::format_size(initial)),
-                      fmt::format("give at most {}, or auto; TETHER_POOL_MAX bounds the growth",
-                                  config::format_size(kLargestInitialBytes)));
+    return make_error(Errc::config,
+                      fmt::format("TETHER_POOL_SIZE={} is more than the {} a pool may pin at start-up",
+                                  config::format_size(initial), config::format_size(kLargestInitialBytes)),
+                      "give a smaller size, or auto; TETHER_POOL_MAX bounds the growth");
+  if (max != 0 && max < kArenaAlignment)
+    return make_error(Errc::config,
+                      fmt::format("TETHER_POOL_MAX={} is less than one arena (2M)", config::format_size(max)),
+                      "give at least 2M");
   options.initial_bytes = initial == 0 ? auto_initial_bytes(limit) : round_up(initial, kArenaAlignment);
   if (initial == 0 && max != 0)  // an automatic start-up size never passes a maximum set by hand
-    options.initial_bytes = std::max(kArenaAlignment, std::min(options.initial_bytes, round_down(max, kArenaAlignment)));
+    options.initial_bytes = std::min(options.initial_bytes, round_down(max, kArenaAlignment));
   options.max_bytes = max == 0 ? auto_max_bytes(limit, options.initial_bytes) : max;
   options.arena_bytes = round_up(config.size_bytes("TETHER_POOL_ARENA_SIZE"), kArenaAlignment);
   options.thread_cache_bytes = config.size_bytes("TETHER_POOL_THREAD_CACHE");

@@ -24,7 +24,7 @@ thread_local ThreadExit t_exit;
 }  // namespace
 
 ThreadCache* create_thread_cache(SlabPool* pool, int pool_id) noexcept {
-  if (t_exiting) return nullptr;
+  if (t_exiting || inherited_by_fork(pool_id)) return nullptr;  // (its caches_mutex_ may be held for ever)
   t_exit.armed = true;  // constructs the thread's exit hook
   auto* cache = new (std::nothrow) ThreadCache(pool);
   if (cache != nullptr) pool->adopt_thread_cache(cache);

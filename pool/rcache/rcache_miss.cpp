@@ -76,6 +76,7 @@ Expected<Entry*> Cache::take_or_register(std::uintptr_t address, std::uintptr_t 
 // every page slot of an older one it covers wholly: no hit and no invalidation could find
 // that one again. It goes now (deregistered when its last handle lets go).
 void Cache::retire_covered_by(const Entry& entry) noexcept {
+  if ((entry.state.load(std::memory_order_relaxed) & kInvalid) != 0) return;  // uncached: never published
   bool claimed = false;
   auto [first, last] = registered_.equal_range(entry.start);
   for (auto it = first; it != last; ++it) {

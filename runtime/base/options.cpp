@@ -110,8 +110,8 @@ constexpr Option kOptions[] = {
      "Fault injection, for tests: this rank's N-th shm-own direct store into a persistent channel writes a flag "
      "line naming a slot past the channel's last; the receive side refuses it, fails and tells its sender (0: never)"},
     {"TETHER_INJECT_CORRUPT_CREDIT", "0", Kind::integer,
-     "Fault injection, for tests: this rank's N-th shm-own credit-word store counts 2^20 more messages released "
-     "than it took; the sender refuses the word, fails and tells the receiver (0: never)"},
+     "Fault injection, for tests: from this rank's N-th shm-own credit-word store on, each counts 2^20 more "
+     "messages released than it took; the sender refuses the word, fails and tells the receiver (0: never)"},
     {"TETHER_RNDV_CHUNK", "2M", Kind::size, "Rendezvous transfers move in RMA operations of at most this size"},
     {"TETHER_PROGRESS_THREAD", "off", Kind::boolean, "Run a thread that drives progress continuously"},
     {"TETHER_YIELD", "auto", Kind::choice,
@@ -171,8 +171,9 @@ constexpr Option kOptions[] = {
      "(docs/persist.md); the send completes (test, wait, next_buffer) once the receiver's pieces are copied; 0: the "
      "sender copies alone"},
     {"TETHER_CHANNEL_CLOSE_TIMEOUT", "2s", Kind::duration,
-     "Longest a closing send channel waits for its writes in flight before it reports them and closes; their "
-     "buffers stay registered until they end, and one that fails is told to the receiver"},
+     "Longest a closing send channel waits for its writes in flight before it reports them and closes (their "
+     "buffers stay registered until they end, and one that fails is told to the receiver), and a closing channel "
+     "not yet connected for its handshake, so that its peer is told it closed"},
 
 };
 

@@ -1092,8 +1092,8 @@ void corrupt_flag(Runtime& runtime) {
   exchange_on_new_channels(runtime, ChannelShape{.peer = peer, .tag = 44, .slot_bytes = 4096, .slots = 2}, 9);
 }
 
-// Run with TETHER_INJECT_CORRUPT_CREDIT=2 on shm-own: rank 1's second credit-word store
-// counts 2^20 more messages released than rank 0 ever started. Rank 0 must refuse the word
+// Run with TETHER_INJECT_CORRUPT_CREDIT=2 on shm-own: from its second on, rank 1's
+// credit-word stores count 2^20 more messages released than rank 0 ever started. Rank 0 must refuse the word
 // when it next reads it (out of credit), fail naming it and tell rank 1, whose channel then
 // fails too instead of taking slots rank 0 would overwrite. Then both still exchange a
 // message, checksummed.

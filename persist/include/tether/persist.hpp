@@ -181,7 +181,8 @@ class ReceiveChannel {
 // timeout (naming a channel still waiting) after TETHER_CHANNEL_CONNECT_TIMEOUT.
 [[nodiscard]] Expected<void> wait_connected(std::span<SendChannel*> sends, std::span<ReceiveChannel*> receives);
 // start(bytes[i]) on every channel, retrying back-pressure; error as soon as one fails
-// (that channel's last_error() says why; those before it in the list were started).
+// (that channel's last_error() says why; others, before or after it in the list, may have
+// started: channels without credit are passed over and tried again).
 // bytes (messages) must hold one entry per channel: error (logged), nothing done, if not.
 [[nodiscard]] Status start_all(std::span<SendChannel*> channels, std::span<const std::size_t> bytes) noexcept;
 [[nodiscard]] Status wait_all(std::span<SendChannel*> channels) noexcept;
