@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -117,37 +118,42 @@ bool all_end_within(const std::vector<pid_t>& pids, std::chrono::milliseconds li
   return false;
 }
 
-// A launcher killed outright (no chance to stop its ranks) still takes them along.
-TEST(TetherRunFailure, RanksOfAKilledLauncherEndToo) {
+// A 2-rank job of sleeping ranks that wrote their pids, its launcher started through
+// `prefix` (a shell that ignores a signal first, say); `ranks` holds both pids once read.
+struct SleepingJob {
+  explicit SleepingJob(std::vector<std::string> prefix = {}) {
+    for (std::string& word : sleeping_ranks(pid_dir.path() + "/pids", 2)) prefix.push_back(std::move(word));
+    launcher.emplace(prefix, std::vector<std::string>{scratch.env()});
+    ranks = wait_for_pids(pid_dir.path() + "/pids", 2);
+  }
   ScratchDir scratch;
   ScratchDir pid_dir;
-  const std::string pid_file = pid_dir.path() + "/pids";
-  Subprocess launcher(sleeping_ranks(pid_file, 2), {scratch.env()});
-  std::vector<pid_t> ranks = wait_for_pids(pid_file, 2);
-  ASSERT_EQ(ranks.size(), 2u);
-  kill(launcher.pid(), SIGKILL);
-  auto outcome = launcher.wait(kWatchdog);
+  std::optional<Subprocess> launcher;
+  std::vector<pid_t> ranks;
+};
+
+// A launcher killed outright (no chance to stop its ranks) still takes them along.
+TEST(TetherRunFailure, RanksOfAKilledLauncherEndToo) {
+  SleepingJob job;
+  ASSERT_EQ(job.ranks.size(), 2u);
+  kill(job.launcher->pid(), SIGKILL);
+  auto outcome = job.launcher->wait(kWatchdog);
   EXPECT_EQ(outcome.exit_code, 128 + SIGKILL) << outcome.output;
-  EXPECT_TRUE(all_end_within(ranks, 5000ms)) << "ranks " << ranks[0] << " and " << ranks[1] << " outlived the launcher";
+  EXPECT_TRUE(all_end_within(job.ranks, 5000ms))
+      << "ranks " << job.ranks[0] << " and " << job.ranks[1] << " outlived the launcher";
 }
 
 // Under nohup or in a script's background job the parent ignores SIGHUP or SIGINT; the
 // ranks inherit that, so the launcher ignores it too instead of forwarding it to no effect
 // and killing the ranks 5 s later. SIGTERM still stops the job.
 TEST(TetherRunFailure, ASignalTheParentIgnoresStaysIgnored) {
-  ScratchDir scratch;
-  ScratchDir pid_dir;
-  const std::string pid_file = pid_dir.path() + "/pids";
-  std::vector<std::string> argv{"/bin/sh", "-c", "trap '' INT; exec \"$0\" \"$@\""};
-  for (std::string& word : sleeping_ranks(pid_file, 2)) argv.push_back(std::move(word));
-  Subprocess launcher(argv, {scratch.env()});
-  std::vector<pid_t> ranks = wait_for_pids(pid_file, 2);
-  ASSERT_EQ(ranks.size(), 2u);
-  kill(launcher.pid(), SIGINT);
+  SleepingJob job({"/bin/sh", "-c", "trap '' INT; exec \"$0\" \"$@\""});
+  ASSERT_EQ(job.ranks.size(), 2u);
+  kill(job.launcher->pid(), SIGINT);
   std::this_thread::sleep_for(500ms);
-  EXPECT_FALSE(has_ended(ranks[0]) || has_ended(ranks[1])) << "a rank ended after an ignored SIGINT";
-  kill(launcher.pid(), SIGTERM);
-  auto outcome = launcher.wait(kWatchdog);
+  EXPECT_FALSE(has_ended(job.ranks[0]) || has_ended(job.ranks[1])) << "a rank ended after an ignored SIGINT";
+  kill(job.launcher->pid(), SIGTERM);
+  auto outcome = job.launcher->wait(kWatchdog);
   EXPECT_EQ(outcome.exit_code, 128 + SIGTERM) << outcome.output;
   EXPECT_EQ(outcome.output.find("SIGINT"), std::string::npos) << outcome.output;
   EXPECT_EQ(outcome.output.find("SIGKILL"), std::string::npos) << outcome.output;
@@ -157,12 +163,10 @@ TEST(TetherRunFailure, ASignalTheParentIgnoresStaysIgnored) {
 // A rank that died while the launcher was stopped, before a Ctrl-C reached it, is the
 // job's failure; the interrupt that came after it is not.
 TEST(TetherRunFailure, ARankDeadBeforeAnInterruptIsTheFailure) {
-  ScratchDir scratch;
-  ScratchDir pid_dir;
-  const std::string pid_file = pid_dir.path() + "/pids";
-  Subprocess launcher(sleeping_ranks(pid_file, 2), {scratch.env()});
-  std::vector<pid_t> ranks = wait_for_pids(pid_file, 2);
-  ASSERT_EQ(ranks.size(), 2u);
+  SleepingJob job;
+  ASSERT_EQ(job.ranks.size(), 2u);
+  Subprocess& launcher = *job.launcher;
+  const std::vector<pid_t>& ranks = job.ranks;
   kill(launcher.pid(), SIGSTOP);
   kill(ranks[1], SIGKILL);
   EXPECT_TRUE(all_end_within({ranks[1]}, 5000ms));
@@ -173,7 +177,7 @@ TEST(TetherRunFailure, ARankDeadBeforeAnInterruptIsTheFailure) {
   EXPECT_TRUE(std::regex_search(
       outcome.output, std::regex(fmt::format(R"(job failed: rank \d \(pid {}\) was killed by signal 9)", ranks[1]))))
       << outcome.output;
-  EXPECT_TRUE(scratch.entries().empty());
+  EXPECT_TRUE(job.scratch.entries().empty());
 }
 
 // While the job runs its directory exists with mode 0700; Ctrl-C is forwarded, and the

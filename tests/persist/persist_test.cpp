@@ -320,29 +320,30 @@ TEST(PersistFailureTest, WriteFailingAfterCloseFailsTheReceiver) {
   }
 }
 
+// `scenario` on shm-own with `injection` set: every rank passes and both say `lines`.
+void expect_injected_failure_seen(const std::string& scenario, const std::string& injection,
+                                  std::initializer_list<const char*> lines) {
+  auto environment = transport_environment("shm");
+  environment.push_back(injection);
+  auto outcome = tether::testing::run({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, scenario},
+                                      environment, 90s);
+  expect_every_rank_passed(outcome, {scenario, 2, "shm", ""});
+  for (const char* line : lines) EXPECT_NE(outcome.output.find(line), std::string::npos) << outcome.output;
+}
+
 // A direct store whose flag line names a slot past the channel's last (injected) is refused:
 // the receive side fails naming it and tells the sender, which fails too.
 TEST(PersistFailureTest, CorruptFlagLineFailsBothSides) {
-  auto environment = transport_environment("shm");
-  environment.push_back("TETHER_INJECT_CORRUPT_FLAG=3");
-  auto outcome = tether::testing::run(
-      {TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "corrupt-flag"}, environment, 90s);
-  expect_every_rank_passed(outcome, {"corrupt-flag", 2, "shm", ""});
-  EXPECT_NE(outcome.output.find("rank 1 refused the flag"), std::string::npos) << outcome.output;
-  EXPECT_NE(outcome.output.find("rank 0 saw its channel fail"), std::string::npos) << outcome.output;
+  expect_injected_failure_seen("corrupt-flag", "TETHER_INJECT_CORRUPT_FLAG=3",
+                               {"rank 1 refused the flag", "rank 0 saw its channel fail"});
 }
 
 // A credit word counting more releases than messages started (injected) is refused: the
 // sender fails naming it, instead of writing into slots the receiver holds, and tells the
 // receiver, which fails too.
 TEST(PersistFailureTest, CorruptCreditWordFailsBothSides) {
-  auto environment = transport_environment("shm");
-  environment.push_back("TETHER_INJECT_CORRUPT_CREDIT=2");
-  auto outcome = tether::testing::run(
-      {TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "corrupt-credit"}, environment, 90s);
-  expect_every_rank_passed(outcome, {"corrupt-credit", 2, "shm", ""});
-  EXPECT_NE(outcome.output.find("rank 0 refused the credit word"), std::string::npos) << outcome.output;
-  EXPECT_NE(outcome.output.find("rank 1 saw its channel fail"), std::string::npos) << outcome.output;
+  expect_injected_failure_seen("corrupt-credit", "TETHER_INJECT_CORRUPT_CREDIT=2",
+                               {"rank 0 refused the credit word", "rank 1 saw its channel fail"});
 }
 
 // A credit message that fails at its completion (injected) is owed again: the stream
