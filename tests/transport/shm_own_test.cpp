@@ -14,6 +14,7 @@
 
 #include "tests/transport/transport_support.hpp"
 #include "transport/shm/mailbox.hpp"
+#include "transport/shm/shm_transport.hpp"
 
 namespace tether::testing {
 namespace {
@@ -281,6 +282,35 @@ TEST(ShmOwnTest, PayloadThatLooksLikeALaterSequenceIsNeverTakenForOne) {
   };
   auto outcome = run_pair(receiver, sender, std::chrono::seconds(120));
   expect_both_passed(outcome);
+}
+
+// A buffer mapped from a file the process still has open gets a file key (the peer maps the
+// file) only where the mapping is shared: a private one is copy-on-write, so the peer would
+// write the file on disk and miss this process's own changes. It, and a range running past
+// its mapping, go by CMA (key 0).
+TEST(ShmOwnRegistrar, OnlySharedFileMappingsGetAFileKey) {
+  char path[] = "/tmp/tether-shm-key.XXXXXX";
+  int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::unlink(path);
+  constexpr std::size_t kBytes = 2 * 4096;
+  ASSERT_EQ(::ftruncate(fd, kBytes), 0);
+  transport::shm::ShmRegistrar registrar;
+  void* shared = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* copied = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  ASSERT_NE(shared, MAP_FAILED);
+  ASSERT_NE(copied, MAP_FAILED);
+  std::memset(copied, 'B', kBytes);  // this process's copy differs from the file
+  auto shared_key = registrar.register_range(shared, kBytes, Access::all);
+  auto copied_key = registrar.register_range(copied, kBytes, Access::all);
+  auto past_the_end = registrar.register_range(shared, 2 * kBytes, Access::all);
+  ASSERT_TRUE(shared_key && copied_key && past_the_end);
+  EXPECT_NE(shared_key->remote_key, 0u) << "a shared file mapping should be mapped by the peer";
+  EXPECT_EQ(copied_key->remote_key, 0u) << "a private mapping was given the file's key";
+  EXPECT_EQ(past_the_end->remote_key, 0u) << "a range past its mapping was given the file's key";
+  ::munmap(shared, kBytes);
+  ::munmap(copied, kBytes);
+  ::close(fd);
 }
 
 }  // namespace

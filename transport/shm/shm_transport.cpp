@@ -37,10 +37,12 @@ struct Backing {
   std::uint64_t file_offset = 0;
 };
 
-// The file behind `address` in /proc/self/maps (inode 0: anonymous memory); `start` and
-// `end` name the whole mapping.
-bool mapped_file(const void* address, ino_t& inode, dev_t& device, std::uint64_t& file_offset, std::uintptr_t& start_out,
-                 std::uintptr_t& end_out) {
+// The file shared (MAP_SHARED) behind [address, address + length) in /proc/self/maps;
+// `start` and `end` name the mapping holding `address`, and `private_out` says it is
+// anonymous or private (copy-on-write: the peer must not write the file, nor read it for
+// this process's memory). A range running past its mapping finds no file either.
+bool mapped_file(const void* address, std::size_t length, ino_t& inode, dev_t& device, std::uint64_t& file_offset,
+                 std::uintptr_t& start_out, std::uintptr_t& end_out, bool& private_out) {
   std::FILE* maps = std::fopen("/proc/self/maps", "r");
   if (maps == nullptr) return false;
   auto wanted = reinterpret_cast<std::uintptr_t>(address);
@@ -49,16 +51,19 @@ bool mapped_file(const void* address, ino_t& inode, dev_t& device, std::uint64_t
   while (!found && std::fgets(line, sizeof line, maps) != nullptr) {
     unsigned long start = 0, end = 0, offset = 0, inode_number = 0;
     unsigned major_number = 0, minor_number = 0;
-    if (std::sscanf(line, "%lx-%lx %*4s %lx %x:%x %lu", &start, &end, &offset, &major_number, &minor_number,
-                    &inode_number) != 6)
+    char permissions[5] = {};
+    if (std::sscanf(line, "%lx-%lx %4s %lx %x:%x %lu", &start, &end, permissions, &offset, &major_number,
+                    &minor_number, &inode_number) != 7)
       continue;
     if (wanted < start || wanted >= end) continue;
     start_out = start;
     end_out = end;
-    found = inode_number != 0;
+    private_out = inode_number == 0 || permissions[3] != 's';
+    found = !private_out && length <= end - wanted;
     inode = static_cast<ino_t>(inode_number);
     device = makedev(major_number, minor_number);
     file_offset = offset + (wanted - start);
+    break;
   }
   std::fclose(maps);
   return found;
@@ -82,9 +87,10 @@ int descriptor_of(ino_t inode, dev_t device) {
   return found;
 }
 
-// Mappings found to have no file behind them: later ranges inside them skip the scan of
-// /proc/self/maps (a stale entry only means CMA, which works for any memory).
-class AnonymousRanges {
+// Mappings found to have no shared file behind them (anonymous or private): later ranges
+// inside them skip the scan of /proc/self/maps (a stale entry only means CMA, which works
+// for any memory).
+class PrivateRanges {
  public:
   bool contains(std::uintptr_t address) {
     std::lock_guard lock(mutex_);
@@ -103,17 +109,20 @@ class AnonymousRanges {
   std::map<std::uintptr_t, std::uintptr_t> ranges_;
 };
 
-AnonymousRanges g_anonymous;
+PrivateRanges g_private_ranges;
 
-Backing find_backing(const void* address) {
+Backing find_backing(const void* address, std::size_t length) {
   Backing backing;
   auto wanted = reinterpret_cast<std::uintptr_t>(address);
-  if (g_anonymous.contains(wanted)) return backing;
+  if (g_private_ranges.contains(wanted)) return backing;
   ino_t inode = 0;
   dev_t device = 0;
   std::uintptr_t start = 0, end = 0;
-  if (mapped_file(address, inode, device, backing.file_offset, start, end)) backing.fd = descriptor_of(inode, device);
-  else if (end > start) g_anonymous.add(start, end);
+  bool private_mapping = false;
+  if (mapped_file(address, length, inode, device, backing.file_offset, start, end, private_mapping))
+    backing.fd = descriptor_of(inode, device);
+  else if (private_mapping && end > start)
+    g_private_ranges.add(start, end);
   return backing;
 }
 
@@ -123,7 +132,7 @@ Expected<Registration> ShmRegistrar::register_range(void* address, std::size_t l
   Registration registration;
   registration.address = address;
   registration.length = length;
-  Backing backing = find_backing(address);
+  Backing backing = find_backing(address, length);
   if (backing.fd >= 0 && backing.file_offset % kPageBytes == 0)
     registration.remote_key = (static_cast<std::uint64_t>(backing.fd) << 32) | (backing.file_offset / kPageBytes);
   return registration;
