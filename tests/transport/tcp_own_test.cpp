@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -256,6 +257,29 @@ TEST_F(TcpOwnSelfTest, SendToSelfArrives) {
   EXPECT_EQ(received.peer, self_);
   EXPECT_EQ(received.context, 3U);
   EXPECT_STREQ(landed, "mirror");
+}
+
+// A dial that fails for want of a descriptor here (socket(): EMFILE) fails that send naming
+// this host, and the peer stays alive: once descriptors are free the next send connects.
+// Before, the peer was marked lost for good.
+TEST_F(TcpOwnSelfTest, ADialShortOfDescriptorsHereLeavesThePeerAlive) {
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit lowered = saved;
+  lowered.rlim_cur = 256;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &lowered), 0);
+  std::vector<int> fillers;
+  for (int fd = ::dup(0); fd >= 0; fd = ::dup(0)) fillers.push_back(fd);
+  Status refused = endpoint_->send(self_, "full", 5, nullptr, 0);
+  std::string cause = endpoint_->last_error().message();
+  for (int fd : fillers) ::close(fd);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  EXPECT_EQ(refused, Status::error);
+  EXPECT_NE(cause.find("on this host"), std::string::npos) << cause;
+  char landed[8] = {};
+  Completion received{};
+  ASSERT_NO_FATAL_FAILURE(send_to_self("again", landed, 4, received));
+  EXPECT_STREQ(landed, "again");
 }
 
 // The congestion control TETHER_TCP_CONGESTION should give a connection over lo: auto (and

@@ -55,6 +55,12 @@ constexpr const char* kUnreachableRemedy =
 constexpr const char* kTimedOutRemedy =
     "the peer's host may be down or cut off: check routes and firewalls, or raise TETHER_TCP_CONNECT_TIMEOUT";
 
+// Errors of socket() or an immediate connect() that say this host ran short, not the peer.
+bool is_local_shortage(int error) {
+  return error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM || error == EADDRNOTAVAIL ||
+         error == EAGAIN;
+}
+
 }  // namespace
 
 std::string TcpTransport::describe(PeerIndex peer) const {
@@ -84,6 +90,7 @@ Connection* TcpTransport::connection_to(PeerIndex peer) noexcept {
   }
   if (fd < 0 || !start_connect(fd, target.address)) {
     int error = errno;
+    if (is_local_shortage(error)) return fail_for_local_shortage(peer, error);  // the peer may be fine
     target.dead = true;  // it listened before it published the address: it is gone
     return fail_connect(peer, error);
   }
@@ -100,6 +107,14 @@ Connection* TcpTransport::connection_to(PeerIndex peer) noexcept {
   target.connection = connection;
   if (int error = finish_dial(*connection); error != 0) return fail_connect(peer, error);  // lo: often over already
   return connection;
+}
+
+// A dial that failed for want of something on this host (descriptors, local ports,
+// buffers): the call fails, the peer stays alive to be dialled again.
+Connection* TcpTransport::fail_for_local_shortage(PeerIndex peer, int error) noexcept {
+  (void)fail(Errc::out_of_memory, fmt::format("connect to {}: {} (on this host)", describe(peer), std::strerror(error)),
+             "raise ulimit -n, or close sockets this process no longer needs, then send again", error);
+  return nullptr;
 }
 
 // The caller's error for a connect that failed while it waited; nullptr.

@@ -165,6 +165,7 @@ class TcpTransport final : public Transport {
   int finish_dial(Connection& connection) noexcept;
   [[nodiscard]] bool dial_timed_out(const Connection& connection) const noexcept;
   Connection* fail_connect(PeerIndex peer, int error) noexcept;
+  Connection* fail_for_local_shortage(PeerIndex peer, int error) noexcept;
   void dial_failed(Connection& connection, int error, bool timed_out) noexcept;
   [[nodiscard]] std::string describe(PeerIndex peer) const;
 
