@@ -78,7 +78,6 @@ namespace {
 [[gnu::noinline]] void free_slowly(void* pointer) noexcept {
   if (pointer == nullptr) return;
   if (Span* span = span_map_find(pointer)) {
-    if (inherited_by_fork(span->owner->id())) return;  // the parent's: no arena here to free into
     if (span->size_class != kNotAClass && span->contains(pointer)) remember_recent_span(*span);
     (void)span->owner->release(span, pointer);
     return;

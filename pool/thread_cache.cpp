@@ -24,7 +24,9 @@ thread_local ThreadExit t_exit;
 }  // namespace
 
 ThreadCache* create_thread_cache(SlabPool* pool, int pool_id) noexcept {
-  if (t_exiting || inherited_by_fork(pool_id)) return nullptr;  // (its caches_mutex_ may be held for ever)
+  // A forked child makes no cache of its parent's pools (their caches_mutex_ may be held for
+  // ever), so no recent span of theirs is remembered either; release() ignores their frees.
+  if (t_exiting || inherited_by_fork(pool_id)) return nullptr;
   t_exit.armed = true;  // constructs the thread's exit hook
   auto* cache = new (std::nothrow) ThreadCache(pool);
   if (cache != nullptr) pool->adopt_thread_cache(cache);
