@@ -429,6 +429,7 @@ struct LoopbackPair {
   std::unique_ptr<transport::Transport> sender;
   std::unique_ptr<transport::Transport> receiver;
   transport::PeerIndex receiver_at_sender = transport::kUnknownPeer;
+  transport::PeerIndex sender_at_receiver = transport::kUnknownPeer;
   std::vector<Completion> received;  // the receiver's receive completions, in order
 
   // Polls both; false when either reported an error (named by the test's failure).
@@ -472,6 +473,7 @@ void open_loopback_pair(LoopbackPair& pair) {
   auto at_receiver = pair.receiver->insert_peer(pair.sender->address());
   ASSERT_TRUE(at_sender && at_receiver);
   pair.receiver_at_sender = *at_sender;
+  pair.sender_at_receiver = *at_receiver;
   static char greeting[8];
   ASSERT_EQ(pair.receiver->post_receive(greeting, sizeof greeting, nullptr, 0), Status::posted);
   ASSERT_NE(pair.send("hello", 6, 0), Status::error) << pair.sender->last_error().message();
@@ -579,6 +581,57 @@ TEST(TcpOwnTest, ASmallSendWhoseCopyFailsAfterPartOfItLeftClosesTheConnectionAnd
   EXPECT_EQ(pair.received.size(), sent) << "part of the broken frame was delivered as a message";
   landed.pop_back();
   expect_patterns_landed(pair, landed, bytes);
+}
+
+// The sender sends `count` messages of `bytes` (fill_pattern(k), context k), hands them
+// all to its socket, and closes. The receiver polls alone with nothing posted (it reads
+// the close), then posts one receive at a time, polling between, and one more than sent.
+void send_then_close_before_receives(LoopbackPair& pair, std::size_t count, std::size_t bytes) {
+  std::vector<std::byte> buffer(bytes);
+  for (std::size_t k = 0; k < count; ++k) {
+    fill_pattern(buffer.data(), bytes, k);
+    ASSERT_EQ(pair.send(buffer.data(), bytes, k), Status::done) << pair.sender->last_error().message();
+  }
+  for (auto deadline = std::chrono::steady_clock::now() + 30s; pair.sender->holds_unsent();)
+    ASSERT_TRUE(pair.poll_both() && std::chrono::steady_clock::now() < deadline) << "the sends never left";
+  pair.sender.reset();
+  auto poll_receiver_for = [&](std::chrono::milliseconds span) {
+    Completion completions[16];
+    for (auto until = std::chrono::steady_clock::now() + span; std::chrono::steady_clock::now() < until;)
+      for (std::size_t i = 0, n = pair.receiver->poll(completions); i < n; ++i) {
+        ASSERT_EQ(completions[i].kind, CompletionKind::receive) << completions[i].cause;
+        pair.received.push_back(completions[i]);
+      }
+  };
+  ASSERT_NO_FATAL_FAILURE(poll_receiver_for(100ms));
+  std::deque<std::vector<std::byte>> landed;
+  while (landed.size() <= count) {
+    landed.emplace_back(bytes);
+    ASSERT_EQ(pair.receiver->post_receive(landed.back().data(), bytes, nullptr, landed.size() - 1), Status::posted);
+    ASSERT_NO_FATAL_FAILURE(poll_receiver_for(2ms));
+  }
+  ASSERT_NO_FATAL_FAILURE(poll_receiver_for(100ms));
+  EXPECT_EQ(pair.received.size(), count) << "messages sent before the peer closed were lost";
+  landed.pop_back();
+  expect_patterns_landed(pair, landed, bytes);
+  EXPECT_EQ(pair.receiver->send(pair.sender_at_receiver, "late", 5, nullptr, 0), Status::error);
+  EXPECT_EQ(pair.receiver->last_error().code, Errc::peer_unreachable) << pair.receiver->last_error().message();
+}
+
+// Messages the receiver's socket held when their sender closed are still received
+// (shm-own's ring outlives its peer too); sends back to the closed peer fail.
+TEST(TcpOwnTest, MessagesSentBeforeThePeerClosedReachReceivesPostedAfter) {
+  LoopbackPair pair;
+  ASSERT_NO_FATAL_FAILURE(open_loopback_pair(pair));
+  ASSERT_NO_FATAL_FAILURE(send_then_close_before_receives(pair, 8, 1024));
+}
+
+// The same with more than the receiver's input buffer holds (64 KiB), the close read only
+// once the last of them moved into it.
+TEST(TcpOwnTest, MoreThanTheInputBufferSentBeforeThePeerClosedAllArrive) {
+  LoopbackPair pair;
+  ASSERT_NO_FATAL_FAILURE(open_loopback_pair(pair));
+  ASSERT_NO_FATAL_FAILURE(send_then_close_before_receives(pair, 200, 1000));
 }
 
 TEST(TcpOwnTest, UnknownInterfaceIsAClearErrorNamingTheOnesUp) {

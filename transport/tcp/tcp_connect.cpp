@@ -339,6 +339,11 @@ void TcpTransport::shut(Connection& connection, LinkState state) noexcept {
     --dialing_;
   }
   closed_any_ = true;
+  give_back_cut_receive(connection);
+}
+
+// A receive whose message was cut short goes back to the front of the queue.
+void TcpTransport::give_back_cut_receive(Connection& connection) noexcept {
   IncomingFrame& incoming = connection.incoming;
   if (!incoming.active || incoming.header.kind != FrameKind::message) return;
   incoming.active = false;
@@ -352,6 +357,7 @@ void TcpTransport::shut(Connection& connection, LinkState state) noexcept {
 // The pair's connection closing fails everything still owed to the peer; an extra one
 // owes nothing. One that closes before replying to our hello is taken as a rejection.
 void TcpTransport::close_connection(Connection& connection, const char* cause) noexcept {
+  if (connection.state == LinkState::draining) return end_draining(connection);
   if (connection.fd < 0) return;
   PeerIndex peer = connection.peer;
   bool pairs = peer != kUnknownPeer && peers_[peer].connection == &connection;
@@ -378,6 +384,28 @@ void TcpTransport::lose_peer(Connection& connection, const char* cause) noexcept
     complete_error(operation.kind, Errc::peer_unreachable, peer, operation.context, cause);
     retire_pending(operation);
   }
+}
+
+// The peer closed its end (or reset it): whole frames it sent before, still waiting in
+// the input buffer for receives, are handed out as receives come, as shm-own's ring
+// outlives its peer; nothing more goes to it. A frame cut short is dropped.
+void TcpTransport::end_of_stream(Connection& connection, const char* cause) noexcept {
+  PeerIndex peer = connection.peer;
+  bool pairs = peer != kUnknownPeer && peers_[peer].connection == &connection && connection.state == LinkState::open;
+  bool whole_frame_waits =
+      !connection.incoming.active && connection.input_end - connection.input_begin >= sizeof(FrameHeader);
+  if (!pairs || !whole_frame_waits) return close_connection(connection, cause);
+  shut(connection, LinkState::draining);
+  log::warn("transport", "tcp-own: connection to peer {} closed: {}; what it sent before is still received", peer,
+            cause);
+  lose_peer(connection, cause);
+}
+
+// A draining connection holds no whole frame any more: it goes at the end of poll().
+void TcpTransport::end_draining(Connection& connection) noexcept {
+  give_back_cut_receive(connection);
+  connection.state = LinkState::open;
+  closed_any_ = true;
 }
 
 }  // namespace tether::transport::tcp

@@ -2,7 +2,8 @@
 // is read into the connection's input buffer; its payload goes to the oldest posted
 // receive (message), the registered memory its key names (write, after the check), or
 // the reader's buffer (read_response); large payloads are received straight there. A
-// message with no receive posted waits in the socket (back-pressure on the sender).
+// message with no receive posted waits in the socket (back-pressure on the sender), and
+// still waits for one once its sender closed the connection.
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
@@ -188,6 +189,7 @@ void TcpTransport::finish_frame(Connection& connection) noexcept {
 // A peer's answer completes the write or read it names; an answer to nothing we asked
 // of that peer closes the connection.
 void TcpTransport::complete_rma(Connection& connection, const FrameHeader& answer) {
+  if (connection.state == LinkState::draining) return;  // lose_peer failed what it answers
   PendingOperation* operation = find_pending(answer.operation);
   CompletionKind expected = answer.kind == FrameKind::write_ack ? CompletionKind::write_done : CompletionKind::read_done;
   if (operation == nullptr || operation->kind != expected || operation->peer != connection.peer)
@@ -206,11 +208,13 @@ void TcpTransport::complete_rma(Connection& connection, const FrameHeader& answe
 // Takes every whole frame in the input buffer, and the buffered part of the next.
 void TcpTransport::take_buffered(Connection& connection) noexcept {
   IncomingFrame& incoming = connection.incoming;
-  while (connection.fd >= 0) {
-    if (!incoming.active && !take_header(connection)) return;
+  while (connection.fd >= 0 || connection.state == LinkState::draining) {
+    if (!incoming.active && !take_header(connection)) break;
     if (incoming.active) take_payload(connection);
-    if (incoming.active) return;
+    if (incoming.active) break;
   }
+  bool whole_frame_left = !incoming.active && connection.input_end - connection.input_begin >= sizeof(FrameHeader);
+  if (connection.state == LinkState::draining && !whole_frame_left) end_draining(connection);
 }
 
 // Takes the frames buffered, then reads more; stops when the socket is drained, the input
@@ -240,11 +244,11 @@ void TcpTransport::receive_from(Connection& connection) noexcept {
       if (room == 0) return;  // a message waits for a receive; the sender's socket fills
     }
     ssize_t got = ::recv(connection.fd, into, room, MSG_DONTWAIT);
-    if (got == 0) return close_connection(connection, "the peer closed the connection");
+    if (got == 0) return end_of_stream(connection, "the peer closed the connection");
     if (got < 0) {
       if (would_block(errno)) return;
       log::warn("transport", "tcp-own: recv from peer {}: {}", connection.peer, std::strerror(errno));
-      return close_connection(connection, "receiving on the connection failed");
+      return end_of_stream(connection, "receiving on the connection failed");
     }
     auto received = static_cast<std::size_t>(got);
     if (direct) {
@@ -267,13 +271,17 @@ void TcpTransport::receive_from(Connection& connection) noexcept {
 void TcpTransport::receive_ready() noexcept {
   if (connections_.size() <= kDirectPollLimit) {
     if (++polls_ % kAcceptEveryPolls == 0) accept_new();
-    for (std::size_t i = 0; i < connections_.size(); ++i)
-      if (connections_[i]->fd >= 0) receive_from(*connections_[i]);
+    for (std::size_t i = 0; i < connections_.size(); ++i) {
+      Connection& connection = *connections_[i];
+      if (connection.fd >= 0) receive_from(connection);
+      else if (connection.state == LinkState::draining) take_buffered(connection);
+    }
     return;
   }
   for (std::size_t i = 0; i < connections_.size(); ++i) {  // frames that waited for a receive: no event says so
     Connection& connection = *connections_[i];
-    if (connection.fd >= 0 && connection.input_end > connection.input_begin) take_buffered(connection);
+    bool takes = connection.fd >= 0 || connection.state == LinkState::draining;
+    if (takes && connection.input_end > connection.input_begin) take_buffered(connection);
   }
   epoll_event events[kEventsPerPoll];
   int ready = ::epoll_wait(epoll_fd_, events, kEventsPerPoll, 0);
@@ -297,7 +305,7 @@ std::size_t TcpTransport::poll(std::span<Completion> out) noexcept {
   if (closed_any_) {
     closed_any_ = false;
     std::erase_if(connections_,
-                  [](const auto& connection) { return connection->fd < 0 && connection->state != LinkState::parked; });
+                  [](const auto& connection) { return connection->fd < 0 && connection->state == LinkState::open; });
   }
   std::size_t count = 0;
   while (count < out.size() && !completions_.empty()) {

@@ -108,6 +108,7 @@ std::size_t TcpTransport::send_now(Connection& connection, const FrameHeader& he
 // An answer (write_ack, read_response) leaves at the end of the poll that took its
 // request, with every other answer of that poll in one sendmsg.
 void TcpTransport::queue_answer(Connection& connection, const FrameHeader& header, const void* payload) noexcept {
+  if (connection.state == LinkState::draining) return;  // the peer that asked is gone
   if (!enqueue(connection, header, payload, 0)) close_connection(connection, "no memory to answer an RMA");
 }
 

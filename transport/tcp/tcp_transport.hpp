@@ -87,6 +87,7 @@ enum class LinkState : std::uint8_t {
   awaiting_reply,   // we connected and said hello: frames wait for the reply
   open,             // frames flow both ways
   parked,           // the peer's own connection won (socket closed): frames wait for it
+  draining,         // the peer closed (socket closed): whole frames it sent are still handed out
 };
 
 struct Connection {
@@ -180,6 +181,9 @@ class TcpTransport final : public Transport {
   void shut(Connection& connection, LinkState state) noexcept;
   void close_connection(Connection& connection, const char* cause) noexcept;
   void lose_peer(Connection& connection, const char* cause) noexcept;
+  void end_of_stream(Connection& connection, const char* cause) noexcept;
+  void end_draining(Connection& connection) noexcept;
+  void give_back_cut_receive(Connection& connection) noexcept;
 
   // Posting (tcp_post.cpp).
   enum class Keep : std::uint8_t { copy, until_sent, until_answered };
