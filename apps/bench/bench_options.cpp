@@ -2,6 +2,7 @@
 #include "apps/bench/bench_options.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -47,11 +48,11 @@ bool refuse(std::string_view flag, std::string_view value, std::string_view reme
 bool apply_valued_flag(Options& options, std::string_view flag, std::string_view value) {
   if (flag == "--sizes") {
     auto sizes = parse_size_list(value);
-    if (!sizes) return refuse(flag, value, "give byte counts separated by commas, e.g. --sizes 8,1K,1M");
+    if (!sizes) return refuse(flag, value, kSizesRemedy);
     options.sizes_bytes = *sizes;
   } else if (flag == "--iterations" || flag == "--warmup" || flag == "--window") {
     auto count = parse_count(value, flag == "--warmup" ? 0 : 1);
-    if (!count) return refuse(flag, value, "give a whole number (at least 1; --warmup may be 0)");
+    if (!count) return refuse(flag, value, kCountRemedy);
     if (flag == "--iterations") options.iterations = *count;
     if (flag == "--warmup") options.warmup = *count;
     if (flag == "--window") options.window = static_cast<int>(std::min(*count, 4096L));
@@ -72,18 +73,19 @@ Options defaults_for(Test test) {
 
 }  // namespace
 
-// "64", "8K", "1M": a byte count with an optional binary suffix.
 std::optional<std::size_t> parse_size(std::string_view text) {
-  if (text.empty()) return std::nullopt;
   std::size_t value = 0;
-  std::size_t i = 0;
-  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) value = value * 10 + static_cast<std::size_t>(text[i] - '0');
-  if (i == 0) return std::nullopt;
-  std::string_view suffix = text.substr(i);
-  if (suffix.empty()) return value;
-  if (suffix == "K" || suffix == "k") return value << 10;
-  if (suffix == "M" || suffix == "m") return value << 20;
-  return std::nullopt;
+  const char* last = text.data() + text.size();
+  auto [end, error] = std::from_chars(text.data(), last, value);
+  if (error != std::errc{}) return std::nullopt;
+  std::string_view suffix(end, static_cast<std::size_t>(last - end));
+  int shift = -1;
+  if (suffix.empty()) shift = 0;
+  else if (suffix == "K" || suffix == "k") shift = 10;
+  else if (suffix == "M" || suffix == "m") shift = 20;
+  else if (suffix == "G" || suffix == "g") shift = 30;
+  if (shift < 0 || value > (kLargestMessageBytes >> shift)) return std::nullopt;
+  return value << shift;
 }
 
 std::optional<std::vector<std::size_t>> parse_size_list(std::string_view text) {
@@ -105,7 +107,7 @@ FlagTaken take_helper_flag(int argc, char** argv, int& i, HelperFlags& flags) {
   if (argument != "--iterations" || i + 1 >= argc) return FlagTaken::no;
   auto count = parse_count(argv[++i], 1);
   if (!count) {
-    std::fprintf(stderr, "--iterations %s: give a whole number of at least 1\n", argv[i]);
+    std::fprintf(stderr, "--iterations %s: give a whole number from 1 to 1000000000\n", argv[i]);
     return FlagTaken::refused;
   }
   flags.iterations = *count;
@@ -113,10 +115,10 @@ FlagTaken take_helper_flag(int argc, char** argv, int& i, HelperFlags& flags) {
 }
 
 std::optional<long> parse_count(std::string_view text, long minimum) {
-  std::string copy(text);
-  char* end = nullptr;
-  long value = std::strtol(copy.c_str(), &end, 10);
-  if (copy.empty() || *end != '\0' || value < minimum) return std::nullopt;
+  long value = 0;
+  const char* last = text.data() + text.size();
+  auto [end, error] = std::from_chars(text.data(), last, value);
+  if (error != std::errc{} || end != last || value < minimum || value > kMostCount) return std::nullopt;
   return value;
 }
 

@@ -26,10 +26,18 @@ struct Options {
 // (`exit_code` says with what).
 std::optional<Options> parse_options(int argc, char** argv, Test test, int& exit_code);
 
-// "64", "8K", "1M": a byte count with an optional binary suffix; "8,1K,1M": a list of them.
+// The largest message a bench takes, and the most iterations (their products stay in range).
+inline constexpr std::size_t kLargestMessageBytes = std::size_t{1} << 30;
+inline constexpr long kMostCount = 1'000'000'000;
+inline constexpr std::string_view kSizesRemedy =
+    "give byte counts separated by commas, e.g. --sizes 8,1K,1M, each at most 1G";
+inline constexpr std::string_view kCountRemedy = "give a whole number from 1 to 1000000000 (a warm-up may be 0)";
+
+// "64", "8K", "1M", "1G": a byte count with an optional binary suffix, at most
+// kLargestMessageBytes; "8,1K,1M": a list of them.
 [[nodiscard]] std::optional<std::size_t> parse_size(std::string_view text);
 [[nodiscard]] std::optional<std::vector<std::size_t>> parse_size_list(std::string_view text);
-// A whole number of at least `minimum`.
+// A whole number from `minimum` to kMostCount.
 [[nodiscard]] std::optional<long> parse_count(std::string_view text, long minimum);
 
 // The flags the one-process helper benches share (tether-bench-cache-line, tether-bench-copy).

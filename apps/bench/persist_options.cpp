@@ -63,12 +63,12 @@ struct SizeChoice {
 bool apply_size_flag(SizeChoice& choice, std::string_view flag, std::string_view value) {
   if (flag == "--sizes") {
     choice.listed = parse_size_list(value);
-    return choice.listed || refuse(flag, value, "give byte counts separated by commas, e.g. --sizes 8,1K,1M");
+    return choice.listed || refuse(flag, value, kSizesRemedy);
   }
   if (flag == "--max-size") {
     auto largest = parse_size(value);
     if (largest && *largest > 0) choice.largest_bytes = *largest;
-    return (largest && *largest > 0) || refuse(flag, value, "give a byte count such as 1M");
+    return (largest && *largest > 0) || refuse(flag, value, "give a byte count such as 1M, at most 1G");
   }
   choice.step = value == "4" ? 4 : 2;
   return value == "2" || value == "4" || refuse(flag, value, "give 2 or 4");
@@ -83,7 +83,7 @@ bool apply_valued_flag(PersistOptions& options, SizeChoice& sizes, std::string_v
   }
   bool warmup = flag == "--warmup" || flag == "--bw-warmup";
   auto count = parse_count(value, warmup ? 0 : 1);
-  if (!count) return refuse(flag, value, "give a whole number (at least 1; a warm-up may be 0)");
+  if (!count) return refuse(flag, value, kCountRemedy);
   return apply_count(options, flag, *count) || refuse(flag, value, "unknown option; see --help");
 }
 

@@ -67,24 +67,24 @@ Expected<std::int64_t> parse_count(std::string_view option, std::string_view tex
   return value;
 }
 
-Expected<double> parse_non_negative(std::string_view option, std::string_view text) {
+Expected<double> parse_non_negative(std::string_view option, std::string_view text, double maximum) {
   double value = 0;
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || !(value >= 0)) {
-    return bad_value(option, text, "a number of zero or more");
+  if (error != std::errc() || end != text.data() + text.size() || !(value >= 0 && value <= maximum)) {
+    return bad_value(option, text, fmt::format("a number from 0 to {}", maximum));
   }
   return value;
 }
 
 Expected<std::vector<std::int64_t>> parse_shape(std::string_view option, std::string_view text, int parts,
-                                                std::int64_t minimum) {
+                                                std::int64_t minimum, std::int64_t maximum) {
   std::vector<std::int64_t> values;
   std::string_view rest = text;
   std::string_view expected = parts == 2 ? "of the form AxB (e.g. 3x2)" : "of the form AxBxC (e.g. 3x2x1)";
   while (true) {
     std::size_t cross = rest.find('x');
-    auto value = parse_count(option, rest.substr(0, cross), minimum, std::int64_t{1} << 40);
-    if (!value) return bad_value(option, text, expected);
+    auto value = parse_count(option, rest.substr(0, cross), minimum, maximum);
+    if (!value) return bad_value(option, text, fmt::format("{}, each from {} to {}", expected, minimum, maximum));
     values.push_back(*value);
     if (cross == std::string_view::npos) break;
     rest = rest.substr(cross + 1);

@@ -27,9 +27,10 @@ struct ArgumentSpec {
 // A whole number in [minimum, maximum].
 [[nodiscard]] Expected<std::int64_t> parse_count(std::string_view option, std::string_view text, std::int64_t minimum,
                                                  std::int64_t maximum);
-[[nodiscard]] Expected<double> parse_non_negative(std::string_view option, std::string_view text);
-// "AxB" (parts == 2) or "AxBxC" (parts == 3), each at least `minimum`.
+// A finite number in [0, maximum] ("inf" and "nan" are refused).
+[[nodiscard]] Expected<double> parse_non_negative(std::string_view option, std::string_view text, double maximum);
+// "AxB" (parts == 2) or "AxBxC" (parts == 3), each in [minimum, maximum].
 [[nodiscard]] Expected<std::vector<std::int64_t>> parse_shape(std::string_view option, std::string_view text, int parts,
-                                                              std::int64_t minimum);
+                                                              std::int64_t minimum, std::int64_t maximum);
 
 }  // namespace tether::apps

@@ -1,9 +1,13 @@
 #include "apps/core/decomposition.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <tuple>
 
 #include <fmt/format.h>
+
+#include "apps/core/block.hpp"
 
 namespace tether::apps {
 namespace {
@@ -73,6 +77,38 @@ std::string format_procs(const Problem& problem) {
   return fmt::format("{}x{}x{}", problem.procs[0], problem.procs[1], problem.procs[2]);
 }
 
+namespace {
+
+// A rank's two copies of its widest block (cells, ghosts and row padding, every field), in
+// bytes; a double, so grids past 2^64 bytes compare too.
+double block_bytes(const Problem& problem) {
+  double cells = 1;
+  for (int axis = 0; axis < kMaxDims; ++axis) {
+    std::int64_t widest = (problem.global_cells[axis] + problem.procs[axis] - 1) / problem.procs[axis];
+    std::int64_t ghosts = axis < problem.dims ? 2 * problem.radius : 0;
+    cells *= static_cast<double>(widest + ghosts + (axis == 0 ? 2 * kDoublesPerLine : 0));
+  }
+  return cells * problem.fields * static_cast<double>(sizeof(double)) * 2;
+}
+
+double physical_memory_bytes() {
+  return static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+}
+
+Expected<void> refuse_blocks_past_memory(const Problem& problem) {
+  constexpr double kGiB = 1024.0 * 1024 * 1024;
+  double needed = block_bytes(problem), memory = physical_memory_bytes();
+  if (needed <= memory) return {};
+  return make_error(Errc::invalid_argument,
+                    fmt::format("a rank's block of grid {} over {} ranks, with {} fields, needs {:.3g} GiB, more "
+                                "than this node's {:.3g} GiB",
+                                format_cells(problem), format_procs(problem), problem.fields, needed / kGiB,
+                                memory / kGiB),
+                    "use a smaller grid, fewer --fields, or more ranks");
+}
+
+}  // namespace
+
 Expected<void> validate(const Problem& problem, int ranks) {
   if (total_ranks(problem.procs) != ranks) {
     return make_error(Errc::invalid_argument,
@@ -91,7 +127,7 @@ Expected<void> validate(const Problem& problem, int ranks) {
                         "use a larger grid, fewer ranks along that axis, or a smaller --radius");
     }
   }
-  return {};
+  return refuse_blocks_past_memory(problem);
 }
 
 }  // namespace tether::apps

@@ -93,6 +93,22 @@ Expected<void> draw_heatmap(CommBackend& backend, const Block& block, const Prob
   return write_heatmap_png(path, merge_heatmaps(all, mine.size()), heatmap_size(problem));
 }
 
+// Rank 0 checks --png's path before the run and tells every rank.
+Expected<void> check_png_path_first(CommBackend& group, const std::string& path) {
+  if (path.empty()) return {};
+  Expected<void> writable;
+  std::uint8_t ok = 1;
+  if (group.rank() == 0) {
+    writable = png_path_writable(path);
+    ok = writable ? 1 : 0;
+  }
+  if (auto shared = group.broadcast_from_root(std::as_writable_bytes(std::span<std::uint8_t>(&ok, 1))); !shared)
+    return tl::unexpected(shared.error());
+  if (ok == 0 && group.rank() != 0)
+    return make_error(Errc::invalid_argument, "rank 0 cannot write the --png file", "see rank 0's error");
+  return writable;
+}
+
 void print_results(const std::vector<RunSummary>& summaries, const AppOptions& options) {
   std::string text = format_summaries(summaries, options.format);
   if (options.format == OutputFormat::table) {
@@ -179,6 +195,8 @@ int run_with_backends(AppOptions& options, std::vector<ModeRun>& modes) {
   if (auto agreed = check_modes_agree(modes); !agreed) return report_error(options, agreed.error(), kExitSetup);
   auto resolved = resolve_problem(options, group.size());
   if (!resolved) return group.rank() == 0 ? report_error(options, resolved.error(), kExitSetup) : kExitSetup;
+  if (auto checked = check_png_path_first(group, options.png_path); !checked)
+    return group.rank() == 0 ? report_error(options, checked.error(), kExitSetup) : kExitSetup;
   const Problem& problem = *resolved;
   Block block(problem, group.rank());
   HaloPlan plan = make_halo_plan(block, problem, group.rank());
@@ -226,12 +244,11 @@ int run_with_backends(AppOptions& options, std::vector<ModeRun>& modes) {
   if (auto shared = group.broadcast_from_root(std::as_writable_bytes(std::span<std::uint8_t>(&verified, 1))); !shared)
     return report_error(options, shared.error(), kExitRun);
 
-  if (!options.png_path.empty()) {
-    if (auto drawn = draw_heatmap(group, block, problem, options.png_path); !drawn)
-      return report_error(options, drawn.error(), kExitSetup);
-    for (RunSummary& summary : summaries) summary.png_path = options.png_path;
-  }
-  if (group.rank() == 0) print_results(summaries, options);
+  Expected<void> drawn;
+  if (!options.png_path.empty()) drawn = draw_heatmap(group, block, problem, options.png_path);
+  for (RunSummary& summary : summaries) summary.png_path = drawn ? options.png_path : "";
+  if (group.rank() == 0) print_results(summaries, options);  // the run's results stand without the picture
+  if (!drawn) return report_error(options, drawn.error(), kExitSetup);
   bool accepted = verified == 1 || options.verify == VerifyMode::none;
   return accepted ? 0 : kExitNotVerified;
 }

@@ -7,6 +7,9 @@
 namespace tether::apps {
 namespace {
 
+constexpr std::int64_t kMostRanksPerAxis = std::int64_t{1} << 20;  // three of them multiply within int64
+constexpr double kMostComputeMicroseconds = 1e6;                    // a second per iteration
+
 Expected<void> set_int(int& target, std::string_view option, std::string_view text, std::int64_t minimum,
                        std::int64_t maximum) {
   auto value = parse_count(option, text, minimum, maximum);
@@ -30,7 +33,7 @@ ArgumentSpec procs_argument(AppOptions& options, int dimensions) {
   std::string_view value_name = dimensions == 2 ? "PXxPY" : "PXxPYxPZ";
   std::string doc = fmt::format("process grid (default: as {} as possible)", dimensions == 2 ? "square" : "cubic");
   return {"--procs", value_name, std::move(doc), [&options, dimensions](std::string_view v) -> Expected<void> {
-            auto shape = parse_shape("--procs", v, dimensions, 1);
+            auto shape = parse_shape("--procs", v, dimensions, 1, kMostRanksPerAxis);
             if (!shape) return tl::unexpected(shape.error());
             for (int axis = 0; axis < 3; ++axis)
               options.problem.procs[static_cast<std::size_t>(axis)] =
@@ -49,7 +52,7 @@ std::vector<ArgumentSpec> common_arguments(AppOptions& options) {
        [&](std::string_view v) { return set_int(problem.fields, "--fields", v, 1, 64); }},
       {"--compute-us", "T", "extra arithmetic per iteration, in microseconds (default 0)",
        [&](std::string_view v) -> Expected<void> {
-         auto value = parse_non_negative("--compute-us", v);
+         auto value = parse_non_negative("--compute-us", v, kMostComputeMicroseconds);
          if (!value) return tl::unexpected(value.error());
          problem.compute_us = *value;
          return {};

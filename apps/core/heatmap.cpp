@@ -1,6 +1,8 @@
 #include "apps/core/heatmap.hpp"
 
 #include <png.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -16,6 +18,7 @@ namespace tether::apps {
 namespace {
 
 using Rgb = std::array<std::uint8_t, 3>;
+constexpr const char* kPngPathRemedy = "pass --png a path in a directory that exists and is writable";
 
 // Black, deep red, orange, yellow, white: the usual heat scale, by linear pieces.
 Rgb heat_colour(double t) {
@@ -100,19 +103,36 @@ std::vector<double> merge_heatmaps(const std::vector<double>& all_ranks, std::si
   return merged;
 }
 
+Expected<void> png_path_writable(const std::string& path) {
+  struct stat status {};
+  bool exists = ::stat(path.c_str(), &status) == 0;
+  if (exists && S_ISDIR(status.st_mode))
+    return make_error(Errc::invalid_argument, fmt::format("--png {} is a directory", path),
+                      "pass --png a file name, e.g. field.png");
+  std::size_t slash = path.rfind('/');
+  std::string directory = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (::access(exists ? path.c_str() : directory.c_str(), exists ? W_OK : W_OK | X_OK) == 0) return {};
+  int error = errno;
+  return make_error(Errc::invalid_argument, fmt::format("cannot write {}: {}", path, std::strerror(error)),
+                    kPngPathRemedy, error);
+}
+
 Expected<void> write_heatmap_png(const std::string& path, const std::vector<double>& values, HeatmapSize size) {
   std::vector<std::uint8_t> rgb = colour_rows(values, size);
   std::vector<std::uint8_t*> rows;
   for (std::int64_t row = 0; row < size.height; ++row) rows.push_back(&rgb[static_cast<std::size_t>(row * size.width * 3)]);
+  struct stat before {};
+  bool existed = ::stat(path.c_str(), &before) == 0;
   std::FILE* file = std::fopen(path.c_str(), "wb");
   if (file == nullptr) {
     int error = errno;
     return make_error(Errc::invalid_argument, fmt::format("cannot open {} for writing: {}", path, std::strerror(error)),
-                      "pass --png a path in a directory that exists and is writable", error);
+                      kPngPathRemedy, error);
   }
   bool written = write_png_rows(file, rows.data(), size);
   bool closed = std::fclose(file) == 0;
   if (!written || !closed) {
+    if (!existed) ::unlink(path.c_str());  // no half-written picture is left behind (nor a device removed)
     return make_error(Errc::invalid_argument, fmt::format("libpng could not write {}", path),
                       "check free space on that file system");
   }

@@ -25,6 +25,10 @@ struct HeatmapSize {
 // Takes, per pixel, the one rank that sampled it.
 [[nodiscard]] std::vector<double> merge_heatmaps(const std::vector<double>& all_ranks, std::size_t pixels);
 
+// Whether `path` can be written (a file we may write, or a new one in a directory we may
+// write into), checked before a run so a bad path costs no run; nothing is created.
+[[nodiscard]] Expected<void> png_path_writable(const std::string& path);
+
 // Writes an 8-bit RGB PNG through libpng, colours spanning the field's min to max.
 [[nodiscard]] Expected<void> write_heatmap_png(const std::string& path, const std::vector<double>& values,
                                                HeatmapSize size);

@@ -28,7 +28,9 @@ struct Problem {
   return problem.global_cells[0] * problem.global_cells[1] * problem.global_cells[2];
 }
 
-[[nodiscard]] inline int total_ranks(const Procs3& procs) { return procs[0] * procs[1] * procs[2]; }
+[[nodiscard]] inline std::int64_t total_ranks(const Procs3& procs) {
+  return std::int64_t{procs[0]} * procs[1] * procs[2];
+}
 
 // "256x256" or "64x64x64".
 [[nodiscard]] std::string format_cells(const Problem& problem);

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <climits>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -72,10 +73,18 @@ Expected<JobIdentity> read_identity(const pmix_proc_t& me) {
     return make_error(Errc::unsupported, "the PMIx server does not report the job size (PMIX_JOB_SIZE)",
                       "use a launcher that registers job information: tether-run, mpirun, srun, prun");
   }
+  if (*size > static_cast<std::uint64_t>(INT_MAX) || me.rank >= *size) {
+    return make_error(Errc::unsupported,
+                      fmt::format("the PMIx server reports rank {} in a job of {} ranks", me.rank, *size),
+                      "use a launcher that registers job information: tether-run, mpirun, srun, prun");
+  }
   identity.size = static_cast<int>(*size);
   identity.local_rank = static_cast<int>(query_number(me, PMIX_LOCAL_RANK).value_or(0));
   auto peers = query_text(job, PMIX_LOCAL_PEERS);
   if (peers) identity.local_peers = pmix::parse_rank_list(*peers).value_or(std::vector<int>());
+  if (peers && identity.local_peers.empty())
+    log::warn("bootstrap", "the PMIx server's local peers '{}' are not a rank list: this rank counts as alone on its "
+              "node", *peers);
   if (identity.local_peers.empty()) identity.local_peers.push_back(identity.rank);
   identity.hostname = query_text(me, PMIX_HOSTNAME).value_or(own_hostname());
   identity.node_id = static_cast<std::uint32_t>(query_number(me, PMIX_NODEID).value_or(0));

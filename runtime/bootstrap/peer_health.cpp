@@ -1,6 +1,7 @@
 // PeerHealth: the PMIx event handler that records dead peers and a lost server.
 #include "runtime/bootstrap/peer_health.hpp"
 
+#include <climits>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -47,6 +48,10 @@ void record_event(pmix_status_t status, const pmix_proc_t* source, const pmix_in
   if (proc == nullptr || !PMIX_CHECK_NSPACE(proc->nspace, health.job_id().c_str())) return;
   if (proc->rank == PMIX_RANK_WILDCARD) {
     health.mark_server_lost(fmt::format("the whole job was reported gone: {}", why));
+    return;
+  }
+  if (!PMIX_RANK_IS_VALID(proc->rank) || proc->rank > static_cast<pmix_rank_t>(INT_MAX)) {
+    log::info("bootstrap", "ignored an event naming no rank ({:#x}): {}", proc->rank, why);
     return;
   }
   health.mark_dead(static_cast<int>(proc->rank), std::move(why));
@@ -97,6 +102,7 @@ Expected<void> PeerHealth::watch(const std::string& job_id) {
 }
 
 void PeerHealth::mark_dead(int rank, std::string why) {
+  if (rank < 0) return;  // kEveryPeer is the lost server's, and no rank is negative
   {
     std::lock_guard lock(mutex_);
     if (!dead_.emplace(rank, why).second) return;

@@ -46,6 +46,9 @@ std::optional<int> parse_int(std::string_view text) {
 
 }  // namespace
 
+// More than any node holds; a longer list is malformed (and would take gigabytes).
+constexpr int kMostListedRanks = 1 << 20;
+
 std::optional<std::vector<int>> parse_rank_list(std::string_view text) {
   std::vector<int> ranks;
   while (!text.empty()) {
@@ -55,8 +58,9 @@ std::optional<std::vector<int>> parse_rank_list(std::string_view text) {
     auto dash = item.find('-');
     auto first = parse_int(item.substr(0, dash));
     auto last = dash == std::string_view::npos ? first : parse_int(item.substr(dash + 1));
-    if (!first || !last || *last < *first) return std::nullopt;
-    for (int rank = *first; rank <= *last; ++rank) ranks.push_back(rank);
+    if (!first || !last || *last < *first || *last - *first >= kMostListedRanks - static_cast<int>(ranks.size()))
+      return std::nullopt;
+    for (int offset = 0; offset <= *last - *first; ++offset) ranks.push_back(*first + offset);
   }
   return ranks;
 }

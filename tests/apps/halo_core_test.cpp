@@ -53,6 +53,18 @@ TEST(HaloDecompositionTest, RejectsBlocksNarrowerThanTheRadius) {
   EXPECT_TRUE(validate(Problem{2, {40, 40, 1}, {3, 2, 1}, 1, 1, 1, 0}, 6));
 }
 
+// A block too large for the node's memory is refused by name (its size in elements once
+// wrapped to 0 and the run wrote through an empty vector).
+TEST(HaloDecompositionTest, RejectsBlocksLargerThanTheNodesMemory) {
+  Problem problem{3, {std::int64_t{1} << 40, std::int64_t{1} << 40, 16}, {1, 1, 1}, 1, 64, 1, 0};
+  auto result = validate(problem, 1);
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.error().code, Errc::invalid_argument);
+  EXPECT_NE(result.error().cause.find("more than this node's"), std::string::npos) << result.error().message();
+  EXPECT_NE(result.error().remedy.find("more ranks"), std::string::npos) << result.error().message();
+  EXPECT_TRUE(validate(Problem{3, {64, 64, 64}, {1, 1, 1}, 1, 64, 1, 0}, 1));
+}
+
 // Every send has exactly one receive at its peer with the same tag and length.
 TEST(HaloPlanTest, SendsAndReceivesPairUp) {
   for (int dims : {2, 3}) {

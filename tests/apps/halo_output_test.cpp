@@ -43,10 +43,14 @@ TEST(HaloArgumentsTest, ParsesValuesFlagsAndShapes) {
   EXPECT_FALSE(parse_arguments(3, const_cast<char**>(unknown), specs));
   const char* missing[] = {"app", "--radius"};
   EXPECT_FALSE(parse_arguments(2, const_cast<char**>(missing), specs));
-  EXPECT_EQ(*parse_shape("--procs", "3x2", 2, 1), (std::vector<std::int64_t>{3, 2}));
-  EXPECT_FALSE(parse_shape("--procs", "3x2", 3, 1));
-  EXPECT_FALSE(parse_shape("--procs", "3x0", 2, 1));
-  EXPECT_FALSE(parse_shape("--procs", "3x", 2, 1));
+  EXPECT_EQ(*parse_shape("--procs", "3x2", 2, 1, 8), (std::vector<std::int64_t>{3, 2}));
+  EXPECT_FALSE(parse_shape("--procs", "3x2", 3, 1, 8));
+  EXPECT_FALSE(parse_shape("--procs", "3x0", 2, 1, 8));
+  EXPECT_FALSE(parse_shape("--procs", "3x", 2, 1, 8));
+  EXPECT_FALSE(parse_shape("--procs", "3x9", 2, 1, 8));
+  EXPECT_EQ(*parse_non_negative("--compute-us", "2.5", 10), 2.5);
+  for (std::string_view endless : {"inf", "infinity", "nan", "11", "-1"})
+    EXPECT_FALSE(parse_non_negative("--compute-us", endless, 10)) << endless;
 }
 
 TEST(HaloRegistryTest, TetherModesAreBuiltAndPersistIsTheDefault) {

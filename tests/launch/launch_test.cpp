@@ -146,6 +146,9 @@ TEST(Bootstrap, RankListsParseRangesAndRejectGarbage) {
   EXPECT_EQ(pmix::parse_rank_list("0,2-4,7"), (std::vector<int>{0, 2, 3, 4, 7}));
   EXPECT_EQ(pmix::parse_rank_list("5"), (std::vector<int>{5}));
   EXPECT_FALSE(pmix::parse_rank_list("1,x").has_value());
+  EXPECT_FALSE(pmix::parse_rank_list("0-2147483647").has_value());  // ++rank overflowed
+  EXPECT_FALSE(pmix::parse_rank_list("0-1048575,7").has_value());
+  EXPECT_EQ(pmix::parse_rank_list("2147483646-2147483647"), (std::vector<int>{2147483646, 2147483647}));
   EXPECT_FALSE(pmix::parse_rank_list("4-2").has_value());
 }
 

@@ -39,6 +39,15 @@ TEST(PeerHealthTest, AServerLostBeforeTheCallbackIsReplayedForEveryPeer) {
   EXPECT_NE(reports[0].second.find("lost the PMIx server: connection closed"), std::string::npos);
 }
 
+// A negative rank (PMIx's undefined rank, cast) is no death: it once read as kEveryPeer
+// and failed every request to every peer.
+TEST(PeerHealthTest, ANegativeRankIsNoDeath) {
+  PeerHealth health;
+  health.mark_dead(-1, "an event about PMIX_RANK_UNDEF");
+  EXPECT_TRUE(reports_after_setting_callback(health).empty());
+  EXPECT_FALSE(health.first_unreachable());
+}
+
 TEST(PeerHealthTest, NothingIsReplayedWhileEveryoneIsAlive) {
   PeerHealth health;
   EXPECT_TRUE(reports_after_setting_callback(health).empty());

@@ -53,6 +53,7 @@ class MpiIsendExchange final : public HaloExchange {
 class MpiIsendBackend final : public MpiProcessGroup {
  public:
   Expected<std::unique_ptr<HaloExchange>> create_exchange(const HaloPattern& pattern) override {
+    if (auto counted = refuse_counts_past_int(pattern); !counted) return tl::unexpected(counted.error());
     return std::make_unique<MpiIsendExchange>(pattern);
   }
 };

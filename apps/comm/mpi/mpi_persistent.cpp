@@ -67,6 +67,7 @@ class MpiPersistentExchange final : public HaloExchange {
 class MpiPersistentBackend final : public MpiProcessGroup {
  public:
   Expected<std::unique_ptr<HaloExchange>> create_exchange(const HaloPattern& pattern) override {
+    if (auto counted = refuse_counts_past_int(pattern); !counted) return tl::unexpected(counted.error());
     auto exchange = std::make_unique<MpiPersistentExchange>(pattern);
     if (auto created = exchange->create_requests(pattern); !created) return tl::unexpected(created.error());
     return exchange;

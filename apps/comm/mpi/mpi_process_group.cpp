@@ -1,5 +1,6 @@
 #include "apps/comm/mpi/mpi_process_group.hpp"
 
+#include <climits>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -73,6 +74,17 @@ Expected<void> MpiProcessGroup::finish() {
 void MpiProcessGroup::abort_job(int exit_code) noexcept {
   MPI_Abort(MPI_COMM_WORLD, exit_code);
   std::_Exit(exit_code);  // MPI_Abort should not return; never run on if it does
+}
+
+Expected<void> refuse_counts_past_int(const HaloPattern& pattern) {
+  for (const auto* messages : {&pattern.sends, &pattern.receives})
+    for (const HaloMessage& message : *messages)
+      if (message.doubles > static_cast<std::size_t>(INT_MAX))
+        return make_error(Errc::invalid_argument,
+                          fmt::format("a halo message of {} doubles to rank {}: MPI counts stop at {}", message.doubles,
+                                      message.peer, INT_MAX),
+                          "use more ranks, fewer --fields, or a tether --comm mode");
+  return {};
 }
 
 MpiMessageBuffers::MpiMessageBuffers(const HaloPattern& pattern) {

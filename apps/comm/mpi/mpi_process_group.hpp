@@ -36,6 +36,9 @@ class MpiProcessGroup : public CommBackend {
   bool finished_ = false;
 };
 
+// MPI counts are ints: a message of more doubles than INT_MAX is refused by name.
+[[nodiscard]] Expected<void> refuse_counts_past_int(const HaloPattern& pattern);
+
 // Buffers for a pattern: one vector per message, owned by the exchange.
 struct MpiMessageBuffers {
   explicit MpiMessageBuffers(const HaloPattern& pattern);
