@@ -7,12 +7,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "tests/transport/transport_support.hpp"
+#include "tether/pool.hpp"
 #include "transport/shm/mailbox.hpp"
 #include "transport/shm/shm_transport.hpp"
 
@@ -22,6 +24,7 @@ namespace {
 using transport::shm::MailboxHeader;
 using transport::shm::mailbox_bytes;
 using transport::shm::ring_at;
+using namespace std::chrono_literals;
 
 // Maps the mailbox an shm-own address names (pid at byte 4, fd at byte 8).
 MailboxHeader* map_mailbox(std::span<const std::byte> address) {
@@ -284,33 +287,86 @@ TEST(ShmOwnTest, PayloadThatLooksLikeALaterSequenceIsNeverTakenForOne) {
   expect_both_passed(outcome);
 }
 
-// A buffer mapped from a file the process still has open gets a file key (the peer maps the
-// file) only where the mapping is shared: a private one is copy-on-write, so the peer would
-// write the file on disk and miss this process's own changes. It, and a range running past
-// its mapping, go by CMA (key 0).
-TEST(ShmOwnRegistrar, OnlySharedFileMappingsGetAFileKey) {
-  char path[] = "/tmp/tether-shm-key.XXXXXX";
-  int fd = ::mkstemp(path);
-  ASSERT_GE(fd, 0);
-  ::unlink(path);
+// A file of `bytes` in /tmp (unlinked), mapped shared; the descriptor stays open.
+struct SharedFile {
+  int fd = -1;
+  std::byte* base = nullptr;
+  std::size_t bytes = 0;
+  explicit SharedFile(std::size_t size) : bytes(size) {
+    char path[] = "/tmp/tether-shm-key.XXXXXX";
+    fd = ::mkstemp(path);
+    if (fd < 0) return;
+    ::unlink(path);
+    void* mapped = ::ftruncate(fd, static_cast<off_t>(size)) == 0
+                       ? ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (mapped != MAP_FAILED) base = static_cast<std::byte*>(mapped);
+  }
+  ~SharedFile() {
+    if (base != nullptr) ::munmap(base, bytes);
+    if (fd >= 0) ::close(fd);
+  }
+  SharedFile(const SharedFile&) = delete;
+  SharedFile& operator=(const SharedFile&) = delete;
+};
+
+// Only the pool's arenas get a file key (the peer maps the memfd, cached by its fd number):
+// they are never closed. Any other file's descriptor may be closed and its number reused
+// for another file, so a shared file mapping goes by CMA (key 0), as do private ones.
+TEST(ShmOwnRegistrar, OnlyThePoolsArenasGetAFileKey) {
   constexpr std::size_t kBytes = 2 * 4096;
-  ASSERT_EQ(::ftruncate(fd, kBytes), 0);
+  SharedFile file(kBytes);
+  ASSERT_NE(file.base, nullptr);
   transport::shm::ShmRegistrar registrar;
-  void* shared = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  void* copied = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-  ASSERT_NE(shared, MAP_FAILED);
-  ASSERT_NE(copied, MAP_FAILED);
-  std::memset(copied, 'B', kBytes);  // this process's copy differs from the file
-  auto shared_key = registrar.register_range(shared, kBytes, Access::all);
-  auto copied_key = registrar.register_range(copied, kBytes, Access::all);
-  auto past_the_end = registrar.register_range(shared, 2 * kBytes, Access::all);
-  ASSERT_TRUE(shared_key && copied_key && past_the_end);
-  EXPECT_NE(shared_key->remote_key, 0u) << "a shared file mapping should be mapped by the peer";
-  EXPECT_EQ(copied_key->remote_key, 0u) << "a private mapping was given the file's key";
-  EXPECT_EQ(past_the_end->remote_key, 0u) << "a range past its mapping was given the file's key";
-  ::munmap(shared, kBytes);
-  ::munmap(copied, kBytes);
-  ::close(fd);
+  void* pooled = pinned_alloc(kBytes, 4096);
+  ASSERT_NE(pooled, nullptr) << pinned_last_error().message();
+  auto file_key = registrar.register_range(file.base, kBytes, Access::all);
+  auto pool_key = registrar.register_range(pooled, kBytes, Access::all);
+  ASSERT_TRUE(file_key && pool_key);
+  EXPECT_EQ(file_key->remote_key, 0u) << "a file whose descriptor may be reused was given a file key";
+  EXPECT_NE(pool_key->remote_key, 0u) << "pool memory should be mapped by the peer";
+  pinned_free(pooled);
+}
+
+// A descriptor closed and reused for another file: an RMA into the second file lands in
+// it. Both once got keys naming the same fd number, and the peer's mapping of the first
+// file, cached by that number, took the second write.
+TEST(ShmOwnTest, AWriteIntoAFileWhoseDescriptorNumberWasReusedLandsInThatFile) {
+  auto writer = transport::open_transport("shm-own");
+  auto owner = transport::open_transport("shm-own");
+  ASSERT_TRUE(writer && owner);
+  auto peer = (*writer)->insert_peer((*owner)->address());
+  ASSERT_TRUE(peer);
+  constexpr std::size_t kBytes = 4096;
+  auto write_into = [&](const SharedFile& file, char fill) {
+    std::vector<char> data(kBytes, fill);
+    auto registration = (*owner)->registrar().register_range(file.base, kBytes, Access::all);
+    ASSERT_TRUE(registration);
+    auto address = reinterpret_cast<std::uint64_t>(file.base);
+    transport::RemoteBuffer target{address, registration->remote_key, address, kBytes};
+    Status status = (*writer)->write(*peer, data.data(), kBytes, nullptr, target, 0, 7);
+    ASSERT_NE(status, Status::error) << (*writer)->last_error().message();
+    Completion completions[4];
+    for (auto deadline = std::chrono::steady_clock::now() + 10s; status == Status::posted;) {
+      for (std::size_t i = 0, n = (*writer)->poll(completions); i < n; ++i) {
+        ASSERT_EQ(completions[i].kind, CompletionKind::write_done) << completions[i].cause;
+        status = Status::done;
+      }
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the write never completed";
+    }
+    EXPECT_EQ(std::count(file.base, file.base + kBytes, std::byte(fill)), static_cast<long>(kBytes))
+        << "the write did not land in the file registered";
+  };
+  int first_fd = -1;
+  {
+    SharedFile first(kBytes);
+    ASSERT_NE(first.base, nullptr);
+    first_fd = first.fd;
+    ASSERT_NO_FATAL_FAILURE(write_into(first, 'A'));
+  }
+  SharedFile second(kBytes);
+  ASSERT_NE(second.base, nullptr);
+  ASSERT_EQ(second.fd, first_fd) << "the test needs the descriptor number reused";
+  ASSERT_NO_FATAL_FAILURE(write_into(second, 'B'));
 }
 
 }  // namespace

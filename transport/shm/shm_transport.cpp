@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <string_view>
 
 #include "runtime/base/log.hpp"
 #include "transport/shm/peer_copy.hpp"
@@ -69,7 +70,18 @@ bool mapped_file(const void* address, std::size_t length, ino_t& inode, dev_t& d
   return found;
 }
 
-// An open descriptor of this process for that file, or -1.
+// Whether `fd` is one of the pool's arenas: memfds named tether-arena, never closed, so a
+// peer's mapping of one, cached by fd number, never turns into another file. Any other
+// file's descriptor may be closed and its number reused for a different file, which the
+// peer would not see: such memory goes by CMA, which follows the address.
+bool is_pool_arena(int fd) {
+  constexpr std::string_view kArenaLink = "/memfd:tether-arena";
+  char link[64] = {};
+  ssize_t length = ::readlink(fmt::format("/proc/self/fd/{}", fd).c_str(), link, sizeof link - 1);
+  return length > 0 && std::string_view(link, static_cast<std::size_t>(length)).starts_with(kArenaLink);
+}
+
+// An open descriptor of this process for that file (a pool arena), or -1.
 int descriptor_of(ino_t inode, dev_t device) {
   DIR* directory = ::opendir("/proc/self/fd");
   if (directory == nullptr) return -1;
@@ -79,7 +91,7 @@ int descriptor_of(ino_t inode, dev_t device) {
     struct stat status {};
     if (entry->d_name[0] == '.' || fd == ::dirfd(directory) || ::fstat(fd, &status) != 0) continue;
     if (status.st_ino == inode && status.st_dev == device && S_ISREG(status.st_mode)) {
-      found = fd;
+      if (is_pool_arena(fd)) found = fd;
       break;
     }
   }

@@ -2,8 +2,8 @@
 // peer maps it through /proc/<pid>/fd/<fd> and pushes messages and write notifications
 // into its own ring. Registered memory is described by the memfd behind it (the pool's
 // arenas), so an RMA write is the sender's memcpy into its mapping of the target's arena
-// and lands without the target's help. Memory with no memfd behind it (user buffers)
-// moves with one process_vm_writev/readv (CMA).
+// and lands without the target's help. Memory outside the arenas (user buffers, user
+// files) moves with one process_vm_writev/readv (CMA).
 #pragma once
 
 #include <cstdint>
