@@ -10,6 +10,7 @@
 #include "tests/support/mapped_library.hpp"
 #include "tests/transport/transport_support.hpp"
 #include "tether/pool.hpp"
+#include "transport/ofi/notify_injection.hpp"
 
 namespace tether::testing {
 namespace {
@@ -138,6 +139,50 @@ TEST_P(TransportTest, WriteWithNotificationEverySizeLandsIntact) {
       EXPECT_EQ(done.context, size);
       control.send_value(checksum(buffer, size));
     }
+  };
+  run(target, writer);
+}
+
+// Where notifications travel as tagged sends, a notification receive the provider will not
+// take back at once (FI_EAGAIN, injected for the first 100 re-posts) is posted again later:
+// dropped, the 64 receives ran out and every later notification waited for ever.
+TEST_P(TransportTest, NotificationReceivesRefusedForNowAreKept) {
+  if (!spec().ends_with("+send")) GTEST_SKIP() << "notifications travel as CQ data or ring entries here";
+  constexpr int kWrites = 200;
+  constexpr std::size_t kBytes = 64;
+  auto target = [&](const ControlChannel& control) {
+    void* buffer = must_alloc(kBytes);
+    ConnectedEndpoint endpoint(spec(), control);
+    ASSERT_TRUE(endpoint.ok() && buffer);
+    transport::ofi::inject_notification_receive_retries(0, 100);
+    auto described = endpoint->describe_pool_buffer(buffer, kBytes);
+    ASSERT_TRUE(described) << described.error().message();
+    control.send_bytes(transport::to_bytes(*described));
+    for (int k = 0; k < kWrites; ++k) {
+      Completion written = endpoint.wait(CompletionKind::remote_write, 10s);
+      ASSERT_EQ(written.kind, CompletionKind::remote_write) << written.cause << " at write " << k;
+      EXPECT_EQ(written.notification, static_cast<std::uint64_t>(k));
+    }
+    transport::ofi::inject_notification_receive_retries(0, 0);
+    control.send_value(checksum(buffer, kBytes));
+  };
+  auto writer = [&](const ControlChannel& control) {
+    void* buffer = must_alloc(kBytes);
+    ConnectedEndpoint endpoint(spec(), control);
+    ASSERT_TRUE(endpoint.ok() && buffer);
+    auto remote = transport::remote_buffer_from_bytes(endpoint.receive_bytes(control));
+    ASSERT_TRUE(remote);
+    for (int k = 0; k < kWrites; ++k) {
+      fill_pattern(buffer, kBytes, static_cast<std::uint64_t>(k));
+      Status status = endpoint.post([&] {
+        return endpoint->write_with_notification(endpoint.peer(), buffer, kBytes, nullptr, *remote, 0,
+                                                 static_cast<std::uint64_t>(k), 0);
+      });
+      ASSERT_EQ(status, Status::posted) << endpoint->last_error().message();
+      Completion done = endpoint.wait(CompletionKind::write_done);
+      ASSERT_EQ(done.kind, CompletionKind::write_done) << done.cause << " at write " << k;
+    }
+    EXPECT_EQ(endpoint.receive_value(control), checksum(buffer, kBytes)) << "the last write did not land";
   };
   run(target, writer);
 }

@@ -11,6 +11,8 @@
 #include <cstdlib>
 
 #include "runtime/base/log.hpp"
+#include "transport/injected_failures.hpp"
+#include "transport/ofi/notify_injection.hpp"
 #include "transport/ofi/ofi_transport.hpp"
 
 namespace tether::transport::ofi {
@@ -19,7 +21,13 @@ namespace {
 constexpr std::uint64_t kNotificationTag = 0x7e7e000000000001ULL;
 constexpr std::size_t kNotificationReceives = 64;
 
+InjectedFailures notification_receive_retries;
+
 }  // namespace
+
+void inject_notification_receive_retries(std::uint32_t successes, std::uint32_t failures) noexcept {
+  notification_receive_retries.arm(successes, failures);
+}
 
 Expected<void> OfiTransport::post_notification_receives() {
   std::size_t bytes = (kNotificationReceives * sizeof(NotificationMessage) + kPageBytes - 1) / kPageBytes * kPageBytes;
@@ -28,22 +36,29 @@ Expected<void> OfiTransport::post_notification_receives() {
   auto registered = registrar_->register_range(notification_slots_, bytes, Access::all);
   if (!registered) return tl::unexpected(registered.error());
   notification_registration_ = *registered;
+  unposted_notification_receives_.reserve(kNotificationReceives);  // keeping one never allocates
   for (std::size_t i = 0; i < kNotificationReceives; ++i) {
     Operation* operation = operations_.acquire(CompletionKind::receive, kUnknownPeer, 0, &notification_slots_[i],
                                                sizeof(NotificationMessage));
     if (operation == nullptr) return make_error(Errc::limit_exceeded, "the operation table is too small", "report this");
     operation->use = OperationUse::notification_receive;
-    if (post_notification_receive(operation) != Status::posted) return tl::unexpected(last_error_);
+    Status status = post_notification_receive(operation);
+    if (status == Status::retry) unposted_notification_receives_.push_back(operation);
+    else if (status != Status::posted) return tl::unexpected(last_error_);
   }
   log::info("transport", "{}: notifications travel as tagged sends after their write lands", name_);
   return {};
 }
 
+// Status::retry when the provider answers FI_EAGAIN (its receive queue is full for now).
 Status OfiTransport::post_notification_receive(Operation* operation) noexcept {
-  ssize_t result = fi_trecv(endpoint_, operation->buffer, sizeof(NotificationMessage),
-                            notification_registration_.local_descriptor, FI_ADDR_UNSPEC, kNotificationTag, 0,
-                            operation);
+  ssize_t result = notification_receive_retries.take()
+                       ? -FI_EAGAIN
+                       : fi_trecv(endpoint_, operation->buffer, sizeof(NotificationMessage),
+                                  notification_registration_.local_descriptor, FI_ADDR_UNSPEC, kNotificationTag, 0,
+                                  operation);
   if (result == 0) return Status::posted;
+  if (result == -FI_EAGAIN) return Status::retry;
   return fail(errc_of(static_cast<int>(-result)),
               fmt::format("fi_trecv of a notification receive on {} failed: {}", name_,
                           libfabric().strerror(static_cast<int>(-result))),
@@ -92,6 +107,25 @@ bool OfiTransport::try_notify(const PendingNotification& notification) noexcept 
   return true;
 }
 
+// A notification receive taken (or failed) goes back at once; one the provider will not take
+// now is kept and posted again at the next poll. Dropped, each would leave one receive
+// fewer of the 64, and with none left every later notification would wait for ever.
+void OfiTransport::post_or_keep_notification_receive(Operation* operation) noexcept {
+  Status status = post_notification_receive(operation);
+  if (status == Status::retry && unposted_notification_receives_.size() < kNotificationReceives)
+    return unposted_notification_receives_.push_back(operation);
+  if (status != Status::posted) log::error("transport", "{}: {}", name_, last_error_.message());
+}
+
+void OfiTransport::post_kept_notification_receives() noexcept {
+  while (!unposted_notification_receives_.empty()) {
+    Status status = post_notification_receive(unposted_notification_receives_.back());
+    if (status == Status::retry) return;
+    if (status != Status::posted) log::error("transport", "{}: {}", name_, last_error_.message());
+    unposted_notification_receives_.pop_back();
+  }
+}
+
 Completion OfiTransport::notification_arrived(Operation* operation, const fi_cq_data_entry& entry,
                                               fi_addr_t source) noexcept {
   Completion completion;
@@ -107,8 +141,7 @@ Completion OfiTransport::notification_arrived(Operation* operation, const fi_cq_
     completion.length = message->length;
   }
   completion.peer = source == FI_ADDR_NOTAVAIL || source == FI_ADDR_UNSPEC ? kUnknownPeer : static_cast<PeerIndex>(source);
-  if (post_notification_receive(operation) != Status::posted)
-    log::error("transport", "{}: {}", name_, last_error_.message());
+  post_or_keep_notification_receive(operation);
   return completion;
 }
 
@@ -120,8 +153,7 @@ Completion OfiTransport::notification_failed(Operation* operation, const fi_cq_e
   completion.provider_errno = failure.err;
   completion.cause = failure.err == FI_ETRUNC ? "a notification message longer than 16 bytes: ignored"
                                               : "a notification receive failed";
-  if (failure.err != FI_ECANCELED && post_notification_receive(operation) != Status::posted)
-    log::error("transport", "{}: {}", name_, last_error_.message());
+  if (failure.err != FI_ECANCELED) post_or_keep_notification_receive(operation);
   return completion;
 }
 

@@ -107,6 +107,8 @@ class OfiTransport final : public Transport {
   };
   Expected<void> post_notification_receives();
   Status post_notification_receive(Operation* operation) noexcept;
+  void post_or_keep_notification_receive(Operation* operation) noexcept;
+  void post_kept_notification_receives() noexcept;
   Status post_notifying_write(PeerIndex peer, const void* buffer, std::size_t length, void* descriptor,
                               std::uint64_t address, std::uint64_t key, std::uint64_t notification,
                               std::uint64_t context) noexcept;
@@ -136,6 +138,7 @@ class OfiTransport final : public Transport {
   NotificationMessage* notification_slots_ = nullptr;  // page-aligned, registered
   Registration notification_registration_{};
   std::deque<PendingNotification> pending_notifications_;  // met back-pressure, in order
+  std::vector<Operation*> unposted_notification_receives_;  // answered FI_EAGAIN: posted at the next poll
   OperationTable operations_{1};
 };
 

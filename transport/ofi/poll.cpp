@@ -71,6 +71,7 @@ std::size_t OfiTransport::poll(std::span<Completion> out) noexcept {
   fi_addr_t sources[kBatch];
   std::size_t wanted = std::min(out.size(), kBatch);
   if (wanted == 0) return 0;
+  if (!unposted_notification_receives_.empty()) post_kept_notification_receives();
   if (!pending_notifications_.empty()) flush_notifications();
   ssize_t count = fi_cq_readfrom(cq_, entries, wanted, sources);
   if (count > 0) {
