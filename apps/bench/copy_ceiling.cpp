@@ -38,7 +38,7 @@ bool parse(int argc, char** argv, CopyOptions& options, int& exit_code) {
     if (std::string_view(argv[i]) == "--size" && i + 1 < argc) {
       auto bytes = tether::bench::parse_size(argv[++i]);
       if (!bytes || *bytes == 0) {
-        fmt::print(stderr, "--size {}: give a size of at least 1 byte, e.g. 1M\n", argv[i]);
+        fmt::print(stderr, "--size {}: give a size from 1 byte to 1G, e.g. 1M\n", argv[i]);
         return exit_code = 2, false;
       }
       options.bytes = *bytes;

@@ -321,9 +321,11 @@ TEST(ShmOwnRegistrar, OnlyThePoolsArenasGetAFileKey) {
   ASSERT_NE(pooled, nullptr) << pinned_last_error().message();
   auto file_key = registrar.register_range(file.base, kBytes, Access::all);
   auto pool_key = registrar.register_range(pooled, kBytes, Access::all);
-  ASSERT_TRUE(file_key && pool_key);
+  auto past_the_arena = registrar.register_range(pooled, std::size_t{1} << 40, Access::all);
+  ASSERT_TRUE(file_key && pool_key && past_the_arena);
   EXPECT_EQ(file_key->remote_key, 0u) << "a file whose descriptor may be reused was given a file key";
   EXPECT_NE(pool_key->remote_key, 0u) << "pool memory should be mapped by the peer";
+  EXPECT_EQ(past_the_arena->remote_key, 0u) << "a range running past its arena was given the arena's key";
   pinned_free(pooled);
 }
 

@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -583,6 +584,18 @@ TEST(TcpOwnTest, ASmallSendWhoseCopyFailsAfterPartOfItLeftClosesTheConnectionAnd
   expect_patterns_landed(pair, landed, bytes);
 }
 
+// Polls the receiver alone for `span`, keeping its receive completions; other completions
+// (failed RMAs and sends to the closed peer) go to `failures`.
+void poll_receiver_alone(LoopbackPair& pair, std::chrono::milliseconds span, std::vector<Completion>* failures) {
+  Completion completions[16];
+  for (auto until = std::chrono::steady_clock::now() + span; std::chrono::steady_clock::now() < until;)
+    for (std::size_t i = 0, n = pair.receiver->poll(completions); i < n; ++i) {
+      if (completions[i].kind == CompletionKind::receive) pair.received.push_back(completions[i]);
+      else if (failures != nullptr) failures->push_back(completions[i]);
+      else ADD_FAILURE() << "receiver: " << completions[i].cause;
+    }
+}
+
 // The sender sends `count` messages of `bytes` (fill_pattern(k), context k), hands them
 // all to its socket, and closes. The receiver polls alone with nothing posted (it reads
 // the close), then posts one receive at a time, polling between, and one more than sent.
@@ -595,14 +608,7 @@ void send_then_close_before_receives(LoopbackPair& pair, std::size_t count, std:
   for (auto deadline = std::chrono::steady_clock::now() + 30s; pair.sender->holds_unsent();)
     ASSERT_TRUE(pair.poll_both() && std::chrono::steady_clock::now() < deadline) << "the sends never left";
   pair.sender.reset();
-  auto poll_receiver_for = [&](std::chrono::milliseconds span) {
-    Completion completions[16];
-    for (auto until = std::chrono::steady_clock::now() + span; std::chrono::steady_clock::now() < until;)
-      for (std::size_t i = 0, n = pair.receiver->poll(completions); i < n; ++i) {
-        ASSERT_EQ(completions[i].kind, CompletionKind::receive) << completions[i].cause;
-        pair.received.push_back(completions[i]);
-      }
-  };
+  auto poll_receiver_for = [&](std::chrono::milliseconds span) { poll_receiver_alone(pair, span, nullptr); };
   ASSERT_NO_FATAL_FAILURE(poll_receiver_for(100ms));
   std::deque<std::vector<std::byte>> landed;
   while (landed.size() <= count) {
@@ -632,6 +638,86 @@ TEST(TcpOwnTest, MoreThanTheInputBufferSentBeforeThePeerClosedAllArrive) {
   LoopbackPair pair;
   ASSERT_NO_FATAL_FAILURE(open_loopback_pair(pair));
   ASSERT_NO_FATAL_FAILURE(send_then_close_before_receives(pair, 200, 1000));
+}
+
+// The receiver learns of the close from a send that fails (it never read the socket): the
+// messages still in its socket are received all the same.
+TEST(TcpOwnTest, MessagesSentBeforeThePeerClosedSurviveASendToItThatFails) {
+  LoopbackPair pair;
+  ASSERT_NO_FATAL_FAILURE(open_loopback_pair(pair));
+  constexpr std::size_t kCount = 8, kBytes = 1024;
+  std::vector<std::byte> buffer(kBytes);
+  Completion completions[16];
+  for (std::size_t k = 0; k < kCount; ++k) {
+    fill_pattern(buffer.data(), kBytes, k);
+    ASSERT_EQ(pair.sender->send(pair.receiver_at_sender, buffer.data(), kBytes, nullptr, k), Status::done);
+  }
+  for (auto deadline = std::chrono::steady_clock::now() + 30s; pair.sender->holds_unsent();) {
+    (void)pair.sender->poll(completions);
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the sends never left";
+  }
+  pair.sender.reset();
+  Status sent = Status::done;
+  for (int tries = 0; sent != Status::error; ++tries) {
+    ASSERT_LT(tries, 100) << "sends to a closed peer kept succeeding";
+    std::this_thread::sleep_for(10ms);
+    sent = pair.receiver->send(pair.sender_at_receiver, "ping", 5, nullptr, 99);
+  }
+  EXPECT_EQ(pair.receiver->last_error().code, Errc::peer_unreachable) << pair.receiver->last_error().message();
+  std::deque<std::vector<std::byte>> landed;
+  while (landed.size() < kCount) {
+    landed.emplace_back(kBytes);
+    ASSERT_EQ(pair.receiver->post_receive(landed.back().data(), kBytes, nullptr, landed.size() - 1), Status::posted);
+  }
+  std::vector<Completion> failures;
+  poll_receiver_alone(pair, 100ms, &failures);
+  EXPECT_EQ(pair.received.size(), kCount) << "messages in the socket were lost when the send failed";
+  expect_patterns_landed(pair, landed, kBytes);
+}
+
+// Frames of every kind between messages while the connection drains: a write from the
+// peer lands (unanswered: nobody to answer), an answer to the receiver's own write (failed
+// at the close) is skipped, and the message behind them still arrives.
+TEST(TcpOwnTest, WritesAndAnswersBetweenMessagesDoNotEndTheDrain) {
+  LoopbackPair pair;
+  ASSERT_NO_FATAL_FAILURE(open_loopback_pair(pair));
+  constexpr std::size_t kBytes = 256;
+  std::vector<std::byte> at_receiver(kBytes), at_sender(kBytes), data(kBytes);
+  auto describe = [](transport::Transport& owner, std::vector<std::byte>& memory) {
+    auto registration = owner.registrar().register_range(memory.data(), memory.size(), Access::all);
+    EXPECT_TRUE(registration);
+    auto address = reinterpret_cast<std::uint64_t>(memory.data());
+    return transport::RemoteBuffer{address, registration ? registration->remote_key : 0, address, memory.size()};
+  };
+  transport::RemoteBuffer receiver_memory = describe(*pair.receiver, at_receiver);
+  transport::RemoteBuffer sender_memory = describe(*pair.sender, at_sender);
+  Completion completions[16];
+  ASSERT_EQ(pair.sender->send(pair.receiver_at_sender, "first", 6, nullptr, 0), Status::done);
+  fill_pattern(data.data(), kBytes, 5);
+  ASSERT_NE(pair.sender->write(pair.receiver_at_sender, data.data(), kBytes, nullptr, receiver_memory, 0, 1),
+            Status::error);
+  ASSERT_NE(pair.receiver->write(pair.sender_at_receiver, data.data(), kBytes, nullptr, sender_memory, 0, 2),
+            Status::error);
+  for (auto until = std::chrono::steady_clock::now() + 100ms; std::chrono::steady_clock::now() < until;)
+    (void)pair.sender->poll(completions);  // lands the receiver's write and queues its answer
+  ASSERT_EQ(pair.sender->send(pair.receiver_at_sender, "second", 7, nullptr, 1), Status::done);
+  for (auto deadline = std::chrono::steady_clock::now() + 30s; pair.sender->holds_unsent();) {
+    (void)pair.sender->poll(completions);
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the sender's frames never left";
+  }
+  EXPECT_EQ(checksum(at_sender.data(), kBytes), checksum(data.data(), kBytes)) << "the receiver's write did not land";
+  pair.sender.reset();
+  std::vector<Completion> failures;
+  poll_receiver_alone(pair, 100ms, &failures);  // reads the close with no receive posted
+  char first[8] = {}, second[8] = {};
+  ASSERT_EQ(pair.receiver->post_receive(first, sizeof first, nullptr, 0), Status::posted);
+  ASSERT_EQ(pair.receiver->post_receive(second, sizeof second, nullptr, 1), Status::posted);
+  poll_receiver_alone(pair, 100ms, &failures);
+  ASSERT_EQ(pair.received.size(), 2u) << "the drain ended at the write or the answer";
+  EXPECT_STREQ(first, "first");
+  EXPECT_STREQ(second, "second");
+  EXPECT_EQ(checksum(at_receiver.data(), kBytes), checksum(data.data(), kBytes)) << "the peer's write did not land";
+  EXPECT_FALSE(pair.receiver->holds_unsent()) << "an answer was queued for the closed peer";
 }
 
 TEST(TcpOwnTest, UnknownInterfaceIsAClearErrorNamingTheOnesUp) {

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <utility>
 
@@ -390,6 +391,11 @@ void TcpTransport::lose_peer(Connection& connection, const char* cause) noexcept
 // the input buffer for receives, are handed out as receives come, as shm-own's ring
 // outlives its peer; nothing more goes to it. A frame cut short is dropped.
 void TcpTransport::end_of_stream(Connection& connection, const char* cause) noexcept {
+  if (connection.fd >= 0 && connection.state == LinkState::open) {
+    read_what_is_left(connection);
+    take_buffered(connection);
+    if (connection.fd < 0) return;  // a broken frame among them closed it
+  }
   PeerIndex peer = connection.peer;
   bool pairs = peer != kUnknownPeer && peers_[peer].connection == &connection && connection.state == LinkState::open;
   bool whole_frame_waits =
@@ -399,6 +405,26 @@ void TcpTransport::end_of_stream(Connection& connection, const char* cause) noex
   log::warn("transport", "tcp-own: connection to peer {} closed: {}; what it sent before is still received", peer,
             cause);
   lose_peer(connection, cause);
+}
+
+// Every byte the peer sent that this side has not read moves into the input buffer, grown
+// up to kMostDrainedBytes: a send that failed, or a full buffer, leaves some in the socket.
+void TcpTransport::read_what_is_left(Connection& connection) noexcept {
+  for (;;) {
+    if (connection.input_end == connection.input_capacity) {
+      if (connection.input_capacity >= kMostDrainedBytes) return;
+      std::size_t grown = connection.input_capacity * 2;
+      auto larger = std::unique_ptr<std::byte[]>(new (std::nothrow) std::byte[grown]);
+      if (larger == nullptr) return;
+      std::memcpy(larger.get(), connection.input.get(), connection.input_end);
+      connection.input = std::move(larger);
+      connection.input_capacity = grown;
+    }
+    ssize_t got = ::recv(connection.fd, connection.input.get() + connection.input_end,
+                         connection.input_capacity - connection.input_end, MSG_DONTWAIT);
+    if (got <= 0) return;
+    connection.input_end += static_cast<std::size_t>(got);
+  }
 }
 
 // A draining connection holds no whole frame any more: it goes at the end of poll().

@@ -240,7 +240,7 @@ void TcpTransport::receive_from(Connection& connection) noexcept {
         connection.input_begin = 0;
       }
       into = connection.input.get() + connection.input_end;
-      room = kInputBufferBytes - connection.input_end;
+      room = connection.input_capacity - connection.input_end;
       if (room == 0) return;  // a message waits for a receive; the sender's socket fills
     }
     ssize_t got = ::recv(connection.fd, into, room, MSG_DONTWAIT);

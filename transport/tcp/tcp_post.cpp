@@ -53,7 +53,7 @@ bool TcpTransport::flush(Connection& connection) noexcept {
     if (sent < 0) {
       if (would_block(errno)) return true;
       log::warn("transport", "tcp-own: sendmsg to peer {}: {}", connection.peer, std::strerror(errno));
-      close_connection(connection, "sending on the connection failed");
+      end_of_stream(connection, "sending on the connection failed");
       return false;
     }
     auto left = static_cast<std::size_t>(sent);
@@ -101,7 +101,7 @@ std::size_t TcpTransport::send_now(Connection& connection, const FrameHeader& he
   if (sent >= 0) return static_cast<std::size_t>(sent);
   if (would_block(errno)) return 0;
   log::warn("transport", "tcp-own: sendmsg to peer {}: {}", connection.peer, std::strerror(errno));
-  close_connection(connection, "sending on the connection failed");
+  end_of_stream(connection, "sending on the connection failed");
   return SIZE_MAX;
 }
 

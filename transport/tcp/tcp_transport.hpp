@@ -26,6 +26,7 @@
 namespace tether::transport::tcp {
 
 inline constexpr std::size_t kInputBufferBytes = 64 * 1024;           // per connection
+inline constexpr std::size_t kMostDrainedBytes = 16 * 1024 * 1024;    // a closed connection's input may grow to
 inline constexpr std::size_t kMostQueuedBytes = std::size_t{64} << 20;  // per connection, before retry
 // What to do when a frame cannot be queued or copied for want of memory (static text:
 // nothing is formatted on the out-of-memory path).
@@ -101,6 +102,7 @@ struct Connection {
   Hello hello{};                   // accepted: the peer's hello (hello.from: its address)
   std::unique_ptr<std::byte[]> input;
   std::size_t input_begin = 0, input_end = 0;
+  std::size_t input_capacity = kInputBufferBytes;
   IncomingFrame incoming;
   std::deque<OutgoingFrame> output;
   std::size_t output_bytes = 0;    // queued and not yet sent
@@ -182,6 +184,7 @@ class TcpTransport final : public Transport {
   void close_connection(Connection& connection, const char* cause) noexcept;
   void lose_peer(Connection& connection, const char* cause) noexcept;
   void end_of_stream(Connection& connection, const char* cause) noexcept;
+  void read_what_is_left(Connection& connection) noexcept;
   void end_draining(Connection& connection) noexcept;
   void give_back_cut_receive(Connection& connection) noexcept;
 
