@@ -20,7 +20,17 @@ namespace {
 
 std::atomic<bool> g_interpose{false};
 
-bool drops_pages(int advice) { return advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_REMOVE; }
+#ifndef MADV_DONTNEED_LOCKED
+#define MADV_DONTNEED_LOCKED 24  // Linux 5.18: drops locked pages too
+#endif
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102  // Linux 6.13: replaces pages with guard markers
+#endif
+
+bool drops_pages(int advice) {
+  return advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_REMOVE || advice == MADV_DONTNEED_LOCKED ||
+         advice == MADV_GUARD_INSTALL;
+}
 
 void report(const void* address, std::size_t length) noexcept {
   if (g_interpose.load(std::memory_order_relaxed)) monitor_notify(address, length);

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <poll.h>
+#include <sched.h>
 #include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
@@ -158,9 +159,12 @@ void uffd_unwatch(std::span<const WatchCounts::Range> ranges) noexcept {
 
 bool uffd_running() noexcept { return g_fd.load(std::memory_order_relaxed) >= 0; }
 
+// The reader holds its CPU only while it handles one event; past a few hundred spins it
+// has likely lost it, maybe to this waiter (2 CPUs): give it back.
 void uffd_wait_idle() noexcept {
-  while (g_busy.load(std::memory_order_acquire)) {
-  }
+  constexpr std::uint32_t kSpinsBeforeYield = 256;
+  for (std::uint32_t spins = 0; g_busy.load(std::memory_order_acquire); ++spins)
+    if (spins >= kSpinsBeforeYield) ::sched_yield();
 }
 
 Expected<void> uffd_start() {
