@@ -38,29 +38,33 @@ struct Backing {
   std::uint64_t file_offset = 0;
 };
 
-// The file shared (MAP_SHARED) behind [address, address + length) in /proc/self/maps;
-// `start` and `end` name the mapping holding `address`, and `private_out` says it is
-// anonymous or private (copy-on-write: the peer must not write the file, nor read it for
-// this process's memory). A range running past its mapping finds no file either.
-bool mapped_file(const void* address, std::size_t length, ino_t& inode, dev_t& device, std::uint64_t& file_offset,
-                 std::uintptr_t& start_out, std::uintptr_t& end_out, bool& private_out) {
+// Whether [address, address + length) lies in one of the pool's arenas (a shared mapping of
+// a memfd named tether-arena, per /proc/self/maps); `start` and `end` name the mapping
+// holding `address`. Arenas are never closed, so a peer's mapping of one, cached by fd
+// number, never turns into another file. Any other file's descriptor may be closed and its
+// number reused for a different file, and a private mapping is copy-on-write: such memory
+// goes by CMA, which follows the address.
+bool in_pool_arena(const void* address, std::size_t length, ino_t& inode, dev_t& device, std::uint64_t& file_offset,
+                   std::uintptr_t& start_out, std::uintptr_t& end_out) {
+  constexpr std::string_view kArenaPath = "/memfd:tether-arena";
   std::FILE* maps = std::fopen("/proc/self/maps", "r");
   if (maps == nullptr) return false;
   auto wanted = reinterpret_cast<std::uintptr_t>(address);
   char line[512];
   bool found = false;
-  while (!found && std::fgets(line, sizeof line, maps) != nullptr) {
+  while (std::fgets(line, sizeof line, maps) != nullptr) {
     unsigned long start = 0, end = 0, offset = 0, inode_number = 0;
     unsigned major_number = 0, minor_number = 0;
     char permissions[5] = {};
-    if (std::sscanf(line, "%lx-%lx %4s %lx %x:%x %lu", &start, &end, permissions, &offset, &major_number,
-                    &minor_number, &inode_number) != 7)
+    int path_at = 0;
+    if (std::sscanf(line, "%lx-%lx %4s %lx %x:%x %lu %n", &start, &end, permissions, &offset, &major_number,
+                    &minor_number, &inode_number, &path_at) != 7)
       continue;
     if (wanted < start || wanted >= end) continue;
     start_out = start;
     end_out = end;
-    private_out = inode_number == 0 || permissions[3] != 's';
-    found = !private_out && length <= end - wanted;
+    found = permissions[3] == 's' && std::string_view(line + path_at).starts_with(kArenaPath) &&
+            length <= end - wanted;
     inode = static_cast<ino_t>(inode_number);
     device = makedev(major_number, minor_number);
     file_offset = offset + (wanted - start);
@@ -70,18 +74,7 @@ bool mapped_file(const void* address, std::size_t length, ino_t& inode, dev_t& d
   return found;
 }
 
-// Whether `fd` is one of the pool's arenas: memfds named tether-arena, never closed, so a
-// peer's mapping of one, cached by fd number, never turns into another file. Any other
-// file's descriptor may be closed and its number reused for a different file, which the
-// peer would not see: such memory goes by CMA, which follows the address.
-bool is_pool_arena(int fd) {
-  constexpr std::string_view kArenaLink = "/memfd:tether-arena";
-  char link[64] = {};
-  ssize_t length = ::readlink(fmt::format("/proc/self/fd/{}", fd).c_str(), link, sizeof link - 1);
-  return length > 0 && std::string_view(link, static_cast<std::size_t>(length)).starts_with(kArenaLink);
-}
-
-// An open descriptor of this process for that file (a pool arena), or -1.
+// An open descriptor of this process for that file, or -1.
 int descriptor_of(ino_t inode, dev_t device) {
   DIR* directory = ::opendir("/proc/self/fd");
   if (directory == nullptr) return -1;
@@ -91,7 +84,7 @@ int descriptor_of(ino_t inode, dev_t device) {
     struct stat status {};
     if (entry->d_name[0] == '.' || fd == ::dirfd(directory) || ::fstat(fd, &status) != 0) continue;
     if (status.st_ino == inode && status.st_dev == device && S_ISREG(status.st_mode)) {
-      if (is_pool_arena(fd)) found = fd;
+      found = fd;
       break;
     }
   }
@@ -99,10 +92,9 @@ int descriptor_of(ino_t inode, dev_t device) {
   return found;
 }
 
-// Mappings found to have no shared file behind them (anonymous or private): later ranges
-// inside them skip the scan of /proc/self/maps (a stale entry only means CMA, which works
-// for any memory).
-class PrivateRanges {
+// Mappings found to be no pool arena: later ranges inside them skip the scan of
+// /proc/self/maps (a stale entry only means CMA, which works for any memory).
+class RangesOutsideArenas {
  public:
   bool contains(std::uintptr_t address) {
     std::lock_guard lock(mutex_);
@@ -121,20 +113,19 @@ class PrivateRanges {
   std::map<std::uintptr_t, std::uintptr_t> ranges_;
 };
 
-PrivateRanges g_private_ranges;
+RangesOutsideArenas g_outside_arenas;
 
 Backing find_backing(const void* address, std::size_t length) {
   Backing backing;
   auto wanted = reinterpret_cast<std::uintptr_t>(address);
-  if (g_private_ranges.contains(wanted)) return backing;
+  if (g_outside_arenas.contains(wanted)) return backing;
   ino_t inode = 0;
   dev_t device = 0;
   std::uintptr_t start = 0, end = 0;
-  bool private_mapping = false;
-  if (mapped_file(address, length, inode, device, backing.file_offset, start, end, private_mapping))
+  if (in_pool_arena(address, length, inode, device, backing.file_offset, start, end))
     backing.fd = descriptor_of(inode, device);
-  else if (private_mapping && end > start)
-    g_private_ranges.add(start, end);
+  else if (end > start && length <= end - wanted)  // a range past an arena's end may still start in one
+    g_outside_arenas.add(start, end);
   return backing;
 }
 
