@@ -54,6 +54,19 @@ std::optional<std::uint64_t> serial_reference(const AppOptions& options, const P
   return serial_reference_checksum(problem);
 }
 
+// Refuses a checked run so long that the field decays below kSmallestCheckedAmplitude, to
+// subnormal numbers and zeros: there a wrong field matches the analytic solution and can
+// equal the serial reference bit for bit (both all zero), so no check could fail.
+Expected<void> check_field_outlives_run(const AppOptions& options, const Problem& problem) {
+  std::int64_t most = most_analytic_iterations(problem);
+  if (options.verify == VerifyMode::none || problem.iterations <= most) return {};
+  return make_error(Errc::invalid_argument,
+                    fmt::format("after {} iterations the field decays below {:.1e} (subnormal numbers and zeros), "
+                                "where no check can tell a wrong field from a right one",
+                                problem.iterations, kSmallestCheckedAmplitude),
+                    fmt::format("run at most {} iterations on this grid, a larger grid, or --verify none", most));
+}
+
 // Rank 0's verdict on one mode: the serial reference (`serial_checksum`, when asked for)
 // and/or the analytic check.
 void judge(RunSummary& summary, const AppOptions& options, std::optional<std::uint64_t> serial_checksum) {
@@ -69,7 +82,11 @@ void judge(RunSummary& summary, const AppOptions& options, std::optional<std::ui
                             : fmt::format("differs from the serial reference (checksum 0x{:016x}, serial 0x{:016x})",
                                           summary.checksum, reference));
   }
-  if (analytic) {
+  if (analytic && summary.analytic_max_exact < kSmallestCheckedAmplitude) {
+    summary.verified = false;
+    findings.push_back(fmt::format("analytic check impossible: the exact solution decayed to {:.1e}, below {:.1e} "
+                                   "(run fewer iterations)", summary.analytic_max_exact, kSmallestCheckedAmplitude));
+  } else if (analytic) {
     double tolerance = analytic_tolerance(problem);
     bool close = summary.analytic_relative_error <= tolerance;
     summary.verified = summary.verified && close;
@@ -195,6 +212,8 @@ int run_with_backends(AppOptions& options, std::vector<ModeRun>& modes) {
   if (auto agreed = check_modes_agree(modes); !agreed) return report_error(options, agreed.error(), kExitSetup);
   auto resolved = resolve_problem(options, group.size());
   if (!resolved) return group.rank() == 0 ? report_error(options, resolved.error(), kExitSetup) : kExitSetup;
+  if (auto reach = check_field_outlives_run(options, *resolved); !reach)
+    return group.rank() == 0 ? report_error(options, reach.error(), kExitSetup) : kExitSetup;
   if (auto checked = check_png_path_first(group, options.png_path); !checked)
     return group.rank() == 0 ? report_error(options, checked.error(), kExitSetup) : kExitSetup;
   const Problem& problem = *resolved;
@@ -254,7 +273,6 @@ int run_with_backends(AppOptions& options, std::vector<ModeRun>& modes) {
   return drawn ? 0 : kExitSetup;
 }
 
-// The modes --comm lists, each once, started in order.
 // The modes --comm lists, each known and listed once; nothing is started yet.
 Expected<std::vector<const CommMode*>> listed_modes(std::string_view list) {
   std::vector<const CommMode*> modes;

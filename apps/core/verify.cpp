@@ -1,6 +1,8 @@
 #include "apps/core/verify.hpp"
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
 
 #include "apps/comm/comm.hpp"
 #include "apps/core/solver.hpp"
@@ -53,6 +55,22 @@ std::uint64_t serial_reference_checksum(const Problem& problem) {
 
 double analytic_tolerance(const Problem& problem) {
   return 1e-13 * static_cast<double>(problem.iterations + 1);
+}
+
+// The slowest mode sets the limit: amplitude x |eigenvalue|^t >= 4 x kSmallestCheckedAmplitude.
+// The 4: a cell's sine product reaches at least cos(pi/4)^3 (over a quarter) of the slowest
+// mode's amplitude, so the largest value on the grid stays above the check's floor too.
+std::int64_t most_analytic_iterations(const Problem& problem) {
+  StencilWeights weights = stencil_weights(problem.radius, problem.dims);
+  double most = 0;
+  for (int field = 0; field < problem.fields; ++field) {
+    for (const Mode& mode : modes_of_field(field, problem.dims)) {
+      double decay = std::abs(eigenvalue(mode, problem, weights));
+      if (decay >= 1.0) return std::numeric_limits<std::int64_t>::max();
+      most = std::max(most, std::log(4 * kSmallestCheckedAmplitude / mode.amplitude) / std::log(decay));
+    }
+  }
+  return most >= 9e18 ? std::numeric_limits<std::int64_t>::max() : static_cast<std::int64_t>(most);
 }
 
 }  // namespace tether::apps

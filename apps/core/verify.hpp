@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "apps/core/block.hpp"
 #include "apps/core/problem.hpp"
@@ -25,5 +26,13 @@ inline constexpr std::int64_t kSerialReferenceMaxValues = std::int64_t{1} << 22;
 // Largest |error| / |exact| the analytic check accepts: rounding grows about one unit
 // in the last place per iteration; a ghost one iteration stale is orders larger.
 [[nodiscard]] double analytic_tolerance(const Problem& problem);
+
+// The exact solution's largest value below which the analytic check cannot judge: the
+// field's values are subnormal or zero there, so a wrong field would match as well.
+inline constexpr double kSmallestCheckedAmplitude =
+    std::numeric_limits<double>::min() / std::numeric_limits<double>::epsilon();
+// Iterations after which the exact solution still reaches kSmallestCheckedAmplitude
+// (INT64_MAX when no mode decays).
+[[nodiscard]] std::int64_t most_analytic_iterations(const Problem& problem);
 
 }  // namespace tether::apps

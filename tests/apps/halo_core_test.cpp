@@ -265,6 +265,33 @@ TEST(HaloVerifyTest, SerialRunMatchesTheAnalyticSolution) {
   }
 }
 
+// Up to most_analytic_iterations the exact solution stays above the analytic check's floor
+// and the check holds; well past it the solution reaches the floor (where a wrong field
+// would match too, so the apps refuse such runs or let the serial reference judge).
+TEST(HaloVerifyTest, AnalyticReachEndsWhereTheSolutionFallsToTheFloor) {
+  for (int dims : {2, 3}) {
+    Problem problem{dims, {12, 10, dims == 3 ? 8 : 1}, {1, 1, 1}, 1, 1, 0, 0};
+    std::int64_t most = most_analytic_iterations(problem);
+    ASSERT_GT(most, 100) << dims << "D";
+    ASSERT_LT(most, 1'000'000) << dims << "D: the modes decay, so the reach is finite";
+    for (std::int64_t iterations : {most, 2 * most}) {
+      problem.iterations = static_cast<int>(iterations);
+      Block block(problem, 0);
+      fill_initial(block, problem);
+      HaloPlan plan = make_halo_plan(block, problem, 0);
+      NoMessageExchange none;
+      ASSERT_TRUE(run_iterations(block, problem, plan, none, LoopSettings{}));
+      AnalyticError error = analytic_error(block, problem, stencil_weights(1, dims));
+      if (iterations == most) {
+        EXPECT_GE(error.max_exact, kSmallestCheckedAmplitude) << dims << "D";
+        EXPECT_LE(error.max_error / error.max_exact, analytic_tolerance(problem)) << dims << "D";
+      } else {
+        EXPECT_LT(error.max_exact, kSmallestCheckedAmplitude) << dims << "D, " << iterations << " iterations";
+      }
+    }
+  }
+}
+
 // apply_stencil runs the AVX-512 or the AVX2 copy where the CPU has it: each must give
 // the baseline copy's bits (2D and 3D, the compiled radii 1 to 3 and the generic 4; rows of
 // 8 and 16 cells, whose last vector reads the right ghosts, 33 and 37, which the baseline
