@@ -113,6 +113,7 @@ Engine::~Engine() {
 Expected<void> Engine::start() {
   auto attached = transport_->attach_pool();
   if (!attached) return attached;
+  if (!control_reserve_.fill()) return tl::unexpected(pinned_last_error());
   for (std::size_t i = 0; i < options_.receive_buffers; ++i) {
     void* buffer = pinned_alloc(receive_buffer_bytes_, 64);
     if (buffer == nullptr) return tl::unexpected(pinned_last_error());
@@ -520,7 +521,7 @@ void Engine::handle(const transport::Completion& completion) noexcept {
     case CompletionKind::send_done:
       if (context_kind(completion.context) == ContextKind::channel) return on_channel_operation(completion);
       --bounces_in_flight_;
-      pinned_free(reinterpret_cast<void*>(context_value(completion.context)));
+      free_bounce(reinterpret_cast<void*>(context_value(completion.context)));
       return;
     case CompletionKind::write_done:
     case CompletionKind::read_done:
@@ -553,7 +554,7 @@ void Engine::handle_error(const transport::Completion& completion) noexcept {
       return;
     case ContextKind::send_bounce:
       --bounces_in_flight_;
-      pinned_free(reinterpret_cast<void*>(context_value(completion.context)));
+      free_bounce(reinterpret_cast<void*>(context_value(completion.context)));
       return;
     case ContextKind::chunk_write:
     case ContextKind::chunk_read:

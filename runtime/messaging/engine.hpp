@@ -17,6 +17,7 @@
 #include <boost/lockfree/queue.hpp>
 
 #include "runtime/bootstrap/bootstrap.hpp"
+#include "runtime/messaging/control_reserve.hpp"
 #include "runtime/messaging/progress_lock.hpp"
 #include "runtime/messaging/request_table.hpp"
 #include "runtime/messaging/wire.hpp"
@@ -302,7 +303,9 @@ class Engine {
   // Copies a message that starts with a MessageHeader to a bounce, gives back the credits
   // owed to the peer in it, and posts it.
   [[nodiscard]] bool post_control(int peer_rank, const void* bytes, std::size_t length) noexcept;
-  std::byte* copy_to_bounce(int peer_rank, const void* bytes, std::size_t length) noexcept;
+  // A pool bounce holding `bytes`; a control message falls back on control_reserve_.
+  std::byte* copy_to_bounce(int peer_rank, const void* bytes, std::size_t length, bool control = false) noexcept;
+  void free_bounce(void* bounce) noexcept;  // to the pool, or to control_reserve_
   struct Outgoing {
     int peer;
     std::byte* bounce;
@@ -419,6 +422,7 @@ class Engine {
   // Owned by the thread holding progress_mutex_.
   std::vector<PeerState> peers_;
   std::vector<void*> receive_buffers_;
+  ControlReserve control_reserve_;
   std::size_t receive_buffer_bytes_ = 0;
   static constexpr std::size_t kInlineEagerBytes = 256;
   // A request finished when its send started; its generation holds the message's size.

@@ -1,5 +1,6 @@
 // Sending: eager copies through a pinned bounce buffer, rendezvous starts with an RTS,
 // messages to ourselves wait for their receive. Back-pressure queues, in order.
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -137,8 +138,13 @@ void Engine::send_to_self(RequestSlot* slot) noexcept {
   unexpected_.push_back(std::move(message));
 }
 
+static_assert(sizeof(MessageHeader) + std::max({sizeof(RendezvousRequest), sizeof(ClearToSend), sizeof(RendezvousDone),
+                                                 sizeof(RendezvousAbort), sizeof(ChannelCarry)}) <=
+                  ControlReserve::kSlotBytes,
+              "every control message must fit a control reserve buffer");
+
 bool Engine::post_control(int peer_rank, const void* bytes, std::size_t length) noexcept {
-  std::byte* bounce = copy_to_bounce(peer_rank, bytes, length);
+  std::byte* bounce = copy_to_bounce(peer_rank, bytes, length, true);
   if (bounce == nullptr) return false;
   MessageHeader header;
   std::memcpy(&header, bounce, sizeof header);
@@ -154,15 +160,24 @@ bool Engine::send_channel_word(int peer_rank, std::uint64_t word) noexcept {
   return post_control(peer_rank, message, sizeof message);
 }
 
-std::byte* Engine::copy_to_bounce(int peer_rank, const void* bytes, std::size_t length) noexcept {
+std::byte* Engine::copy_to_bounce(int peer_rank, const void* bytes, std::size_t length, bool control) noexcept {
   auto* bounce = static_cast<std::byte*>(pinned_alloc(length, 64));
+  if (bounce == nullptr && control) bounce = control_reserve_.take(length);
   if (bounce == nullptr) {
-    log::error("runtime", "no pinned memory for a {}-byte message to rank {}: {}", length, peer_rank,
+    log::error("runtime", "no pinned memory for a {}-byte message to rank {}{}: {}", length, peer_rank,
+               control ? fmt::format(" (and {} of the {} control reserve's buffers left)", control_reserve_.left(),
+                                     ControlReserve::kSlots)
+                       : "",
                pinned_last_error().message());
     return nullptr;
   }
   std::memcpy(bounce, bytes, length);
   return bounce;
+}
+
+void Engine::free_bounce(void* bounce) noexcept {
+  if (control_reserve_.owns(bounce)) return control_reserve_.give_back(bounce);
+  pinned_free(bounce);
 }
 
 void Engine::post_raw(int peer_rank, std::span<const std::byte> bytes, bool take_sequence) noexcept {
@@ -192,10 +207,10 @@ Status Engine::try_send(const Outgoing& outgoing) noexcept {
                                    make_context(ContextKind::send_bounce, reinterpret_cast<std::uint64_t>(outgoing.bounce)));
   if (status == Status::retry) return status;
   if (status == Status::posted) ++bounces_in_flight_;
-  if (status == Status::done) pinned_free(outgoing.bounce);
+  if (status == Status::done) free_bounce(outgoing.bounce);
   if (status == Status::error) {
     log::error("runtime", "send to rank {} failed: {}", outgoing.peer, transport_->last_error().message());
-    pinned_free(outgoing.bounce);
+    free_bounce(outgoing.bounce);
   }
   if (outgoing.eager_request != nullptr)
     complete(outgoing.eager_request, status == Status::error ? transport_->last_error().code : Errc::ok);
@@ -210,7 +225,7 @@ void Engine::drop_backlog_of_dead_peers() noexcept {
       ++it;
       continue;
     }
-    pinned_free(it->bounce);
+    free_bounce(it->bounce);
     if (it->eager_request != nullptr) complete(it->eager_request, Errc::peer_unreachable);
     it = backlog_.erase(it);
   }

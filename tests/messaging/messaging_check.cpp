@@ -510,6 +510,31 @@ void pressure(Runtime& runtime) {
   CHECK(runtime.barrier().has_value(), "barrier");
 }
 
+// Rank 1 takes its whole pool before a rendezvous from rank 0 arrives: its CTS and FIN
+// (get, split) come from the engine's control reserve, so the message lands and both
+// requests finish, where they once failed the receive and left the send waiting for ever.
+void exhausted_pool_rendezvous(Runtime& runtime) {
+  CHECK(runtime.size() == 2, "exhausted-pool-rendezvous runs on 2 ranks, not {}", runtime.size());
+  constexpr std::size_t kBytes = std::size_t{1} << 20;
+  constexpr int kMessages = 3;
+  std::vector<std::byte> data(kBytes);
+  std::vector<void*> hog;
+  if (runtime.rank() == 1) hog = take_the_pool();
+  CHECK(runtime.rank() == 0 || !hog.empty(), "the pool gave nothing");
+  CHECK(runtime.barrier().has_value(), "barrier");
+  for (int i = 0; i < kMessages; ++i) {
+    Request request;
+    std::uint64_t want = fill(data.data(), kBytes, 500 + static_cast<std::uint64_t>(i));
+    Status started = runtime.rank() == 0 ? runtime.isend(data.data(), kBytes, 1, 30 + i, request)
+                                         : runtime.irecv(data.data(), kBytes, 0, 30 + i, request);
+    CHECK(started != Status::error, "{}", runtime.last_error().message());
+    wait_ok(runtime, request);
+    CHECK(runtime.rank() == 0 || checksum(data.data(), kBytes) == want, "message {} differs", i);
+  }
+  for (void* buffer : hog) tether::pinned_free(buffer);
+  CHECK(runtime.barrier().has_value(), "barrier");
+}
+
 // Rank 0 runs with TETHER_INJECT_MEMLOCK_FAILURE=1: user memory cannot be registered there.
 // Rank 1's rendezvous into rank 0's malloc'd buffer fails on both sides with memlock_limit
 // and leaves that buffer untouched; the same message into rank 0's pool memory arrives,
@@ -814,7 +839,8 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fputs("usage: tether-messaging-check sizes|sizes-pool|ordering|sends-at-start|read-in-place|wildcards|\n"
                "       truncation|many|bad-input|peer-death|silent-sender|write-failure|chunk-mismatch|\n"
-               "       launcher-lost DIR|pressure|memlock-refused|threads|libfabric-mapped\n",
+               "       launcher-lost DIR|pressure|exhausted-pool-rendezvous|memlock-refused|threads|\n"
+               "       libfabric-mapped\n",
                stderr);
     return 2;
   }
@@ -829,7 +855,7 @@ int main(int argc, char** argv) {
       {"silent-sender", silent_sender},
       {"write-failure", write_failure}, {"chunk-mismatch", chunk_mismatch},
       {"launcher-lost", [&](Runtime& r) { launcher_lost(r, argc > 2 ? argv[2] : nullptr); }},
-      {"pressure", pressure},
+      {"pressure", pressure}, {"exhausted-pool-rendezvous", exhausted_pool_rendezvous},
       {"memlock-refused", memlock_refused}, {"threads", threads}, {"libfabric-mapped", libfabric_mapped}};
   auto found = scenarios.find(scenario);
   if (found == scenarios.end()) {

@@ -280,6 +280,19 @@ TEST(MessagingPressureTest, FloodAndExhaustedPoolGiveClearErrorsAndEveryMessageA
   }
 }
 
+// A receiver whose pool is exhausted still answers rendezvous (CTS, FIN from the engine's
+// control reserve): each protocol's 1 MiB messages land checksummed and both sides finish.
+TEST(MessagingPressureTest, RendezvousToARankWithAnExhaustedPoolFinishes) {
+  for (std::string transport : {"shm", "tcp"}) {
+    for (std::string protocol : {"put", "get", "split"}) {
+      Outcome outcome = run_pair({"exhausted-pool-rendezvous", 2, transport, protocol},
+                                 {"TETHER_POOL_SIZE=32M", "TETHER_POOL_MAX=32M"});
+      EXPECT_EQ(outcome.exit_code, 0) << transport << " " << protocol << "\n" << outcome.output;
+      expect_ranks_passed(outcome, 2, "exhausted-pool-rendezvous");
+    }
+  }
+}
+
 // Four application threads per rank send and receive at once on their own tags, with and
 // without a progress thread: every message arrives checksummed (tether-messaging-check
 // threads). Runs under TSan too.
