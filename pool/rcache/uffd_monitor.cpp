@@ -1,5 +1,7 @@
 // The userfaultfd monitor: registered ranges are also registered with a userfaultfd in
-// "missing" mode, and a thread reads the kernel's non-cooperative events. Unlike the
+// write-protect mode with nothing write-protected (so no fault ever comes to the reader;
+// "missing" mode where the kernel refuses that), and a thread reads the kernel's
+// non-cooperative events. Unlike the
 // interposition hooks it sees glibc's internal munmap (free() of an mmapped block) and
 // brk trims. The kernel holds the unmapping thread until its event is read; the reader
 // raises `g_busy` before reading and lowers it once the caches are told, and acquire()
@@ -136,8 +138,15 @@ bool uffd_watch(std::uintptr_t start, std::uintptr_t end) noexcept {
   uffdio_register range{};
   range.range.start = start;
   range.range.len = end - start;
-  range.mode = UFFDIO_REGISTER_MODE_MISSING;
-  ::ioctl(fd, UFFDIO_REGISTER, &range);  // refused for file-backed memory: the hooks see it
+  // Not "missing" mode where the kernel takes write-protect mode (anonymous memory, Linux
+  // 5.7 and later): a locked range moved by mremap (realloc() of a large block) is faulted
+  // in while the move is under way, the reader's UFFDIO_ZEROPAGE meets EAGAIN, and the
+  // fault comes back for ever.
+  range.mode = UFFDIO_REGISTER_MODE_WP;
+  if (::ioctl(fd, UFFDIO_REGISTER, &range) != 0 && errno == EINVAL) {
+    range.mode = UFFDIO_REGISTER_MODE_MISSING;
+    ::ioctl(fd, UFFDIO_REGISTER, &range);  // refused for file-backed memory: the hooks see it
+  }
   return true;
 }
 

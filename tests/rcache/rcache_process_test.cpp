@@ -1,6 +1,7 @@
 // fork() and system() with live registrations, shutdown with handles held, and the
 // never-shrinking heap (TETHER_MALLOC_KEEP).
 #include <malloc.h>
+#include <sys/mman.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -144,6 +145,35 @@ TEST(RcacheProcess, WithoutMallocKeepTheSameChurnIsInvalidated) {
     return cache->stats().invalidations >= 50 ? 0 : 13;
   });
   EXPECT_EQ(status, 0);
+}
+
+// An idle entry stays locked and watched; growing its block by moving it (what realloc()
+// of a large block does) must return. Registered for missing-page faults, the kernel
+// faulted the moved locked pages in while the move was under way, the reader's
+// UFFDIO_ZEROPAGE answered EAGAIN each time, and mremap never returned.
+TEST(RcacheProcess, GrowingACachedBlockByMovingItReturns) {
+  int status = run_with_watchdog(
+      [] {
+        rcache::interpose_enable(true);
+        if (!rcache::uffd_start()) return 10;
+        CountingMlockRegistrar registrar;
+        auto cache = make_cache(registrar);
+        void* pages = map_pages(16);  // the rest of its 2 MiB window is unmapped: growth must move
+        if (pages == nullptr || ::munmap(static_cast<char*>(pages) + 16 * kPage, 16 * kPage) != 0) return 11;
+        std::uint64_t sum = fill(pages, 16 * kPage, 9);
+        {
+          auto handle = cache->acquire(pages, 16 * kPage);
+          if (!handle) return 12;
+        }
+        void* grown = ::mremap(pages, 16 * kPage, 64 * kPage, MREMAP_MAYMOVE);
+        if (grown == MAP_FAILED) return 13;
+        if (checksum(grown, 16 * kPage) != sum) return 14;
+        if (cache->stats().invalidations == 0) return 15;
+        ::munmap(grown, 64 * kPage);
+        return 0;
+      },
+      10);
+  EXPECT_EQ(status, 0) << "142: the watchdog ended a hung mremap";
 }
 
 }  // namespace
