@@ -246,8 +246,15 @@ bool ChannelRegistry::arrived(ChannelState& channel, std::uint32_t partition) no
   // Every slot held: the next message has no slot to land in yet (the position's bits are
   // still the held message's).
   if (channel.receive.delivered - channel.receive.released >= channel.shape.slots) return false;
+  // Nothing more will land: true, so a loop polling arrived() goes on to test() or wait(),
+  // which give the error (a failed channel, or a sender that closed before this message).
+  if (channel.phase == Phase::failed) return true;
+  if (channel.peer_closed && channel.receive.delivered == channel.peer_closed_count) return true;
   auto slot = channel.position_of(channel.receive.delivered);
-  return channel.receive.partition_landed[static_cast<std::size_t>(slot) * channel.shape.partitions + partition] != 0;
+  bool landed =
+      channel.receive.partition_landed[static_cast<std::size_t>(slot) * channel.shape.partitions + partition] != 0;
+  set_waiting(channel, !landed);  // a peer that falls silent meanwhile is noticed (TETHER_PEER_TIMEOUT)
+  return landed;
 }
 
 Status ChannelRegistry::release(ChannelState& channel) noexcept {

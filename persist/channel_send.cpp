@@ -30,8 +30,9 @@ Status ChannelRegistry::next_buffer(ChannelState& channel, std::span<std::byte>&
   std::uint32_t index = channel.next_send_buffer();
   buffer = {channel.buffer_at(index), channel.shape.slot_bytes};
   // A started message's partitions not yet ready are the caller's to fill, whatever flies.
-  if (channel.partitions_to_fill()) return Status::done;
-  return channel.send.buffer_writes[index] == 0 ? Status::done : Status::retry;
+  bool busy = !channel.partitions_to_fill() && channel.send.buffer_writes[index] > 0;
+  set_waiting(channel, busy);  // its write waits on the peer, which may fall silent (TETHER_PEER_TIMEOUT)
+  return busy ? Status::retry : Status::done;
 }
 
 std::span<std::byte> ChannelRegistry::next_buffer_span(ChannelState& channel) noexcept {

@@ -1188,6 +1188,39 @@ void send_side_closes(Runtime& runtime, int peer) {
   fmt::print("rank 1 saw its channel closed: {}\n", in.last_error().message());
 }
 
+// Rank 1 falls silent (sleeps, calls nothing) once rank 0 is connected; rank 0 starts a
+// message from each of its buffers and asks next_buffer() for one until a write's
+// acknowledgement comes (tcp-own: from rank 1's poll). Run with TETHER_PEER_TIMEOUT=1s: the retry loop must end with
+// peer_unreachable, where nothing watched the peer and it retried for ever.
+void silent_peer_buffer(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 27, .slot_bytes = 4096, .slots = 2};
+  if (runtime.rank() == 1) {
+    ReceiveChannel in = connected_receive(runtime, shape);
+    hand_token(runtime, 0, shape.peer);
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    fmt::print("rank 1: silent-peer-buffer passed\n");
+    std::fflush(nullptr);
+    ::_exit(0);  // rank 0 counts this rank as gone: no barrier
+  }
+  SendChannel out = connected_send(runtime, shape);
+  hand_token(runtime, 0, shape.peer);
+  for (std::uint64_t i = 0; i < shape.slots; ++i) {  // every buffer (one per slot) holds a write in flight
+    fill(out.buffer(), 0, i);
+    CHECK(start_when_possible(out, shape.slot_bytes) != Status::error, "{}", out.last_error().message());
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  std::span<std::byte> buffer;
+  Status status = Status::retry;
+  while ((status = out.next_buffer(buffer)) == Status::retry && std::chrono::steady_clock::now() < deadline) {
+  }
+  CHECK(status == Status::error && out.last_error().code == tether::Errc::peer_unreachable,
+        "next_buffer() with the peer silent for 3 s: status {} {}", static_cast<int>(status), out.last_error().message());
+  if (tether::testing::rank_checks_passed()) fmt::print("rank 0: silent-peer-buffer passed\n");
+  std::fflush(nullptr);
+  ::_exit(tether::testing::rank_checks_passed() ? 0 : 1);
+}
+
 // Rank 1 already waits for a second message of a partitioned channel when rank 0 starts it,
 // readies one of its two partitions and closes: rank 1's wait must fail with peer_closed
 // counting 1 message (the half-ready one never lands whole).
@@ -1215,6 +1248,12 @@ void sender_closes_while_waited_on(Runtime& runtime, int peer) {
   CHECK(in.wait(message) == Status::done && matches(message, 0, 0), "message 0: {}", in.last_error().message());
   CHECK(in.release() == Status::done, "release");
   hand_token(runtime, 1, peer);
+  // A loop polling the partition that never comes ends once the close notice is in.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  bool ended = false;
+  while (!(ended = in.arrived(1)) && std::chrono::steady_clock::now() < deadline) {
+  }
+  CHECK(ended, "arrived(1) stayed false for 5 s after the sender closed");
   Status status = in.wait(message);
   CHECK(status == Status::error && in.last_error().code == tether::Errc::peer_closed &&
             in.last_error().message().find("rank 0 closed its send side (messages it started: 1,") != std::string::npos,
@@ -1271,7 +1310,7 @@ int main(int argc, char** argv) {
       {"user-buffers", user_buffers}, {"self", self}, {"mismatch", mismatch},
       {"bad-input", bad_input}, {"close-in-flight", close_in_flight}, {"fan-in", fan_in},
       {"killed", killed}, {"peer-death", peer_death}, {"write-failure", write_failure}, {"credit-failure", credit_failure},
-      {"peer-closed", peer_closed}, {"credit-owed-again", credit_owed_again}, {"corrupt-flag", corrupt_flag},
+      {"peer-closed", peer_closed}, {"silent-peer-buffer", silent_peer_buffer}, {"credit-owed-again", credit_owed_again}, {"corrupt-flag", corrupt_flag},
       {"write-failure-after-close", write_failure_after_close},
       {"connect-timeout", connect_timeout},
       {"close-unconnected", close_unconnected},

@@ -238,6 +238,17 @@ TEST(PersistLimitsTest, SmallMessagesOverTcpAreSends) {
   expect_both_ranks_sent(outcome, "0 writes, " + kNoOverheadMessages + " sends");
 }
 
+// A sender waiting in next_buffer() for its write's acknowledgement watches the peer: one
+// that falls silent fails the channel with peer_unreachable after TETHER_PEER_TIMEOUT.
+TEST(PersistFailureTest, NextBufferRetriesEndWhenThePeerFallsSilent) {
+  auto environment = transport_environment("ownrma");
+  environment.push_back("TETHER_PEER_TIMEOUT=1s");
+  auto outcome = tether::testing::run({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH,
+                                       "silent-peer-buffer"},
+                                      environment, 90s);
+  expect_every_rank_passed(outcome, {"silent-peer-buffer", 2, "ownrma", ""});
+}
+
 TEST(PersistFailureTest, DeadPeerFailsTheChannelAndTheLauncherNamesIt) {
   for (std::string transport : {"shm", "tcp", "ofitcp"}) {
     auto outcome = tether::testing::run({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "peer-death"},

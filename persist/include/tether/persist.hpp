@@ -160,8 +160,9 @@ class ReceiveChannel {
   [[nodiscard]] Status test(std::span<const std::byte>& message) noexcept;
   [[nodiscard]] Status wait(std::span<const std::byte>& message) noexcept;
   // Partitioned channels: whether partition `index` of the next message has landed
-  // (false while every slot is held: it has nowhere to land). Always false on a channel
-  // without partitions: test() says whether its next message landed.
+  // (false while every slot is held: it has nowhere to land); true once the channel failed
+  // or its sender closed before that message, and test() or wait() then give the error.
+  // Always false on a channel without partitions: test() says whether its next message landed.
   [[nodiscard]] bool arrived(std::uint32_t index) noexcept;
   // Hands the oldest message's slot back to the sender (a credit).
   [[nodiscard]] Status release() noexcept;
