@@ -90,8 +90,9 @@ Engine::Engine(std::unique_ptr<Bootstrap> bootstrap, std::unique_ptr<transport::
   sends_per_progress_ = std::clamp<std::uint32_t>(options_.eager_credits / 4, 1, kMostSendsPerProgress);
 }
 
+// Deaths reported during the drain still count (a dead peer's queued messages are dropped
+// instead of holding the drain for its whole 2 s), so the death callback goes only after it.
 Engine::~Engine() {
-  bootstrap_->on_peer_death(nullptr);  // the PMIx event thread must not reach dead_ from now on
   stopping_.store(true);
   if (progress_thread_.joinable()) progress_thread_.join();
   if (!drain(std::chrono::seconds(2)))
@@ -99,15 +100,27 @@ Engine::~Engine() {
               backlog_.size() + bounces_in_flight_,
               transport_->holds_unsent() ? ", and frames the transport has not sent yet" : "");
   wait_for_peers_to_finish();
+  bootstrap_->on_peer_death(nullptr);  // the PMIx event thread must not reach dead_ from now on
   transport_->read_messages_in_place(nullptr);
   channel_events_.reset();  // channels' registrations go before the transport does
-  std::size_t pending = requests_.pending_count();
-  if (pending > 0)
-    log::warn("runtime", "rank {} shuts down with {} requests still in flight; they are abandoned "
-              "(wait for every request before the runtime ends)", rank_, pending);
+  abandon_pending_requests();
   user_cache_.reset();  // its registrations go before the transport does
   transport_.reset();  // closes the endpoint: nothing lands in the receive buffers after this
+  for (const Outgoing& unsent : backlog_) free_bounce(unsent.bounce);
   for (void* buffer : receive_buffers_) pinned_free(buffer);
+}
+
+// Requests still in flight give their keys and registrations back now, while the transport
+// that made them is open (the request table outlives it).
+void Engine::abandon_pending_requests() noexcept {
+  std::size_t pending = requests_.pending_count();
+  if (pending == 0) return;
+  log::warn("runtime", "rank {} shuts down with {} requests still in flight; they are abandoned "
+            "(wait for every request before the runtime ends)", rank_, pending);
+  for (std::uint32_t i = 0; i < requests_.capacity(); ++i) {
+    RequestSlot* slot = requests_.at(i);
+    if (slot->state.load(std::memory_order_relaxed) == SlotState::pending) unexpose(slot);
+  }
 }
 
 Expected<void> Engine::start() {

@@ -373,6 +373,7 @@ class Engine {
     if (slot->registered) deregister_exposed(slot);
   }
   void deregister_exposed(RequestSlot* slot) noexcept;
+  void abandon_pending_requests() noexcept;  // at shutdown, before the transport closes
   void* descriptor_of(RequestSlot* slot, const void* buffer) noexcept;
   RendezvousProtocol choose_protocol(int peer_rank, const void* buffer, std::size_t bytes) const noexcept;
   RequestSlot* in_flight(RequestId id, RequestKind kind, int peer_rank) noexcept;

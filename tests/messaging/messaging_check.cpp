@@ -535,6 +535,29 @@ void exhausted_pool_rendezvous(Runtime& runtime) {
   CHECK(runtime.barrier().has_value(), "barrier");
 }
 
+// Rank 0 starts rendezvous sends (a pool buffer: a key exposed to rank 1, and a malloc'd
+// one: a cached registration) that rank 1 never receives, and both end their runtimes with
+// them in flight. The abandoned requests must give their keys back while the transport
+// that made them is still open (once they were given back after it closed: a use after
+// free, seen by ASan).
+void abandoned_at_shutdown(Runtime& runtime) {
+  CHECK(runtime.size() == 2, "abandoned-at-shutdown runs on 2 ranks, not {}", runtime.size());
+  constexpr std::size_t kBytes = std::size_t{1} << 20;
+  void* pool_buffer = tether::pinned_alloc(kBytes);
+  std::vector<std::byte> user_buffer(kBytes);
+  CHECK(pool_buffer != nullptr, "no pool buffer");
+  Request sends[2];
+  if (runtime.rank() == 0) {
+    CHECK(runtime.isend(pool_buffer, kBytes, 1, 60, sends[0]) != Status::error, "{}", runtime.last_error().message());
+    CHECK(runtime.isend(user_buffer.data(), kBytes, 1, 61, sends[1]) != Status::error, "{}",
+          runtime.last_error().message());
+  }
+  CHECK(runtime.barrier().has_value(), "barrier");
+  if (runtime.rank() == 0)
+    CHECK(runtime.test(sends[0]) == Status::posted && runtime.test(sends[1]) == Status::posted,
+          "the sends finished with no receive posted");
+}
+
 // Rank 0 runs with TETHER_INJECT_MEMLOCK_FAILURE=1: user memory cannot be registered there.
 // Rank 1's rendezvous into rank 0's malloc'd buffer fails on both sides with memlock_limit
 // and leaves that buffer untouched; the same message into rank 0's pool memory arrives,
@@ -835,17 +858,45 @@ void libfabric_mapped(Runtime& runtime) {
 
 }  // namespace
 
+// Rank 1 stops calling the runtime, so rank 0's small messages fill the transport's queue
+// and wait in rank 0's backlog; rank 0 ends its runtime and rank 1 dies during that
+// shutdown's drain. The death must still count there: the drain drops the dead rank's
+// messages instead of waiting its whole 2 s for them and warning they were not delivered.
+int finalize_dead_peer(std::unique_ptr<Runtime> runtime) {
+  constexpr int kSends = 4096;  // more than libfabric shm's queue (1024) holds
+  constexpr auto kDieAfter = std::chrono::milliseconds(500);
+  CHECK(runtime->size() == 2, "finalize-dead-peer runs on 2 ranks, not {}", runtime->size());
+  CHECK(runtime->barrier().has_value(), "barrier");
+  if (runtime->rank() == 1) {
+    std::this_thread::sleep_for(kDieAfter);
+    std::fflush(nullptr);
+    ::_exit(3);
+  }
+  int value = 7;
+  std::vector<Request> sends(kSends);
+  for (Request& send : sends)
+    CHECK(runtime->isend(&value, sizeof value, 1, 1, send) != Status::error, "{}", runtime->last_error().message());
+  auto start = std::chrono::steady_clock::now();
+  runtime.reset();  // the drain, then the shutdown fence
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  fmt::print("rank 0 ended its runtime in {:.2f} s\n", took);  // the test reads the drain's warning
+  if (tether::testing::rank_checks_passed()) fmt::print("rank 0: finalize-dead-peer passed\n");
+  std::fflush(nullptr);
+  return tether::testing::rank_checks_passed() ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fputs("usage: tether-messaging-check sizes|sizes-pool|ordering|sends-at-start|read-in-place|wildcards|\n"
                "       truncation|many|bad-input|peer-death|silent-sender|write-failure|chunk-mismatch|\n"
-               "       launcher-lost DIR|pressure|exhausted-pool-rendezvous|memlock-refused|threads|\n"
-               "       libfabric-mapped\n",
+               "       launcher-lost DIR|pressure|exhausted-pool-rendezvous|abandoned-at-shutdown|\n"
+               "       memlock-refused|threads|libfabric-mapped|finalize-dead-peer\n",
                stderr);
     return 2;
   }
   auto runtime = tether::testing::start_job_or_exit("tether-messaging-check");
   std::string_view scenario(argv[1]);
+  if (scenario == "finalize-dead-peer") return finalize_dead_peer(std::move(runtime));
   std::map<std::string_view, std::function<void(Runtime&)>> scenarios = {
       {"sizes", [](Runtime& r) { sizes(r, false); }}, {"sizes-pool", [](Runtime& r) { sizes(r, true); }},
       {"ordering", ordering}, {"sends-at-start", sends_at_start}, {"read-in-place", read_in_place},
@@ -856,6 +907,7 @@ int main(int argc, char** argv) {
       {"write-failure", write_failure}, {"chunk-mismatch", chunk_mismatch},
       {"launcher-lost", [&](Runtime& r) { launcher_lost(r, argc > 2 ? argv[2] : nullptr); }},
       {"pressure", pressure}, {"exhausted-pool-rendezvous", exhausted_pool_rendezvous},
+      {"abandoned-at-shutdown", abandoned_at_shutdown},
       {"memlock-refused", memlock_refused}, {"threads", threads}, {"libfabric-mapped", libfabric_mapped}};
   auto found = scenarios.find(scenario);
   if (found == scenarios.end()) {
