@@ -365,17 +365,41 @@ void ChannelRegistry::close(ChannelState& channel) noexcept {
     log::warn("persist", "send channel to rank {} (tag {}) closed with {} writes in flight; its buffers stay "
               "registered until they end{}", channel.shape.peer, channel.shape.tag, channel.send.writes_in_flight,
               channel.phase == Phase::failed ? "" : ", and the receiver is told if one fails");
-  std::lock_guard lock(engine_.progress_mutex());
+  std::unique_lock lock(engine_.progress_mutex());
   std::size_t unreleased = std::count(channel.receive.complete.begin(), channel.receive.complete.end(), 1);
   if (channel.role == Role::receive && unreleased > 0)
     log::warn("persist", "receive channel from rank {} (tag {}) closed with {} messages not released",
               channel.shape.peer, channel.shape.tag, unreleased);
   set_waiting(channel, false);
-  send_failure_notice_when_due(channel);  // else the last write in flight sends it (on_operation)
+  send_notices_when_due(channel);  // else the last write in flight sends it (on_operation)
   send_close_notice(channel);
+  lock.unlock();
+  wait_for_close_ack(channel);
+  lock.lock();
   channel.closed = true;  // pool memory stays until the runtime ends: the peer may still write
   if (channel.send.writes_in_flight == 0) release_registration(channel);
   release_failure_held_for(channel);
+}
+
+// A receive side on the user's memory gives it back only once the sender acknowledged the
+// close notice, after its last write ended (the sender's next start() then fails): until
+// then a write may still land there. Pool memory stays reserved instead, no wait.
+void ChannelRegistry::wait_for_close_ack(ChannelState& channel) noexcept {
+  if (channel.role != Role::receive || channel.memory_from_pool || !channel.close_notice_sent) return;
+  auto deadline = Clock::now() + close_timeout_;
+  auto answered = [&] {
+    std::lock_guard lock(engine_.progress_mutex());
+    return channel.close_acked || channel.peer_closed || channel.phase == Phase::failed ||
+           engine_.peer_dead(channel.shape.peer);
+  };
+  for (base::YieldCountdown countdown; !answered(); countdown.after_poll()) {
+    if (Clock::now() > deadline)
+      return log::warn("persist", "receive channel from rank {} (tag {}) on your memory closed before that rank "
+                       "acknowledged within TETHER_CHANNEL_CLOSE_TIMEOUT: a write it starts before it hears of the "
+                       "close may still land there (keep the memory, or close the send side first)",
+                       channel.shape.peer, channel.shape.tag);
+    engine_.progress();
+  }
 }
 
 // The peer's keys to the channel's pool memory stay valid while the peer may still write

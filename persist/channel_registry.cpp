@@ -138,7 +138,7 @@ Status ChannelRegistry::fail_channel_and_tell_peer(ChannelState& channel, Errc c
   // A peer the error calls unreachable would not hear it.
   if (already_failed || code == Errc::peer_unreachable || code == Errc::timeout) return status;
   channel.failure_notice = code == Errc::ok ? Errc::transport : code;
-  send_failure_notice_when_due(channel);
+  send_notices_when_due(channel);
   return status;
 }
 
@@ -148,9 +148,26 @@ Status ChannelRegistry::fail_on_transport_error(ChannelState& channel) noexcept 
   return fail_channel_and_tell_peer(channel, error.code, error.cause, error.remedy);
 }
 
-// Once this side's writes in flight are done, so the notice cannot overtake them.
-void ChannelRegistry::send_failure_notice_when_due(ChannelState& channel) noexcept {
-  if (channel.send.writes_in_flight == 0) send_failure_notice(channel);
+// Notices that must not overtake this side's writes in flight (a failure, a close
+// acknowledgement) go once those are done.
+void ChannelRegistry::send_notices_when_due(ChannelState& channel) noexcept {
+  if (channel.send.writes_in_flight != 0) return;
+  send_failure_notice(channel);
+  send_close_ack(channel);
+}
+
+void ChannelRegistry::send_close_ack(ChannelState& channel) noexcept {
+  if (!std::exchange(channel.close_ack_due, false) || engine_.peer_dead(channel.shape.peer)) return;
+  if (!engine_.send_channel_word(channel.shape.peer, encode({channel.peer_channel_id, kClosedAckSlot, 0})))
+    log::warn("persist", "rank {} was not told that its closed receive channel (tag {}) gets no more writes",
+              channel.shape.peer, channel.shape.tag);
+}
+
+void ChannelRegistry::on_close_acked(int source, std::uint64_t bits) noexcept {
+  ChannelState* channel = channel_of_message(source, bits);
+  if (channel == nullptr) return;  // closed since (counted), or rejected
+  if (channel->role != Role::receive || !channel->close_notice_sent) return reject("an unasked close acknowledgement", bits);
+  channel->close_acked = true;
 }
 
 // At once: close() calls it too, since a closed channel hears of no more completions.
@@ -189,8 +206,9 @@ void ChannelRegistry::send_close_notice(ChannelState& channel) noexcept {
     return;
   }
   if (engine_.peer_dead(channel.shape.peer)) return;
-  if (!engine_.send_channel_word(channel.shape.peer, encode({channel.peer_channel_id, kClosedSlot,
-                                                             static_cast<std::uint32_t>(count)})))
+  channel.close_notice_sent = engine_.send_channel_word(
+      channel.shape.peer, encode({channel.peer_channel_id, kClosedSlot, static_cast<std::uint32_t>(count)}));
+  if (!channel.close_notice_sent)
     log::info("persist", "rank {} was not told that its channel's peer (tag {}) closed", channel.shape.peer,
               channel.shape.tag);
 }
@@ -209,6 +227,10 @@ void ChannelRegistry::on_peer_closed(int source, std::uint64_t bits) noexcept {
 void ChannelRegistry::note_peer_closed(ChannelState& channel, std::uint64_t count) noexcept {
   channel.peer_closed = true;
   channel.peer_closed_count = count;
+  if (channel.role == Role::send && !channel.self) {
+    channel.close_ack_due = true;
+    send_notices_when_due(channel);
+  }
   if (channel.role == Role::send && count < channel.send.started)
     log::warn("persist", "rank {} closed its receive channel (tag {}) without taking the last {} of the {} messages "
               "this side started", channel.shape.peer, channel.shape.tag, channel.send.started - count,
@@ -349,7 +371,7 @@ void ChannelRegistry::on_operation(const transport::Completion& completion) noex
   if (failed)
     (void)fail_channel_and_tell_peer(*channel, completion.error, fmt::format("a write failed: {}", completion.cause),
                                      "check that the peer is alive and its channel open");
-  send_failure_notice_when_due(*channel);
+  send_notices_when_due(*channel);
   if (channel->closed && channel->send.writes_in_flight == 0) release_registration(*channel);
 }
 

@@ -170,7 +170,10 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   // alive and the engine would never fail the peer's side.
   Status fail_channel_and_tell_peer(ChannelState& channel, Errc code, std::string cause, std::string remedy) noexcept;
   Status fail_on_transport_error(ChannelState& channel) noexcept;
-  void send_failure_notice_when_due(ChannelState& channel) noexcept;
+  void send_notices_when_due(ChannelState& channel) noexcept;
+  void send_close_ack(ChannelState& channel) noexcept;
+  void on_close_acked(int source, std::uint64_t bits) noexcept;
+  void wait_for_close_ack(ChannelState& channel) noexcept;
   void send_failure_notice(ChannelState& channel) noexcept;
   void on_credit_operation(ChannelState& channel, const transport::Completion& completion) noexcept;
   void on_peer_side_failed(int source, std::uint64_t bits) noexcept;

@@ -246,6 +246,7 @@ void ChannelRegistry::finish_split(ChannelState& channel) noexcept {
   send.split_copied = nullptr;
   --send.writes_in_flight;
   --send.buffer_writes[0];
+  send_notices_when_due(channel);
 }
 
 Status ChannelRegistry::ready(ChannelState& channel, std::uint32_t partition) noexcept {

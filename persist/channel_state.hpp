@@ -165,6 +165,11 @@ inline constexpr std::uint32_t kFailureSlot = 0xffe;
 // side) or taken (a receive side). This side fails once nothing more can come or be read.
 inline constexpr std::uint32_t kClosedSlot = 0xffd;
 static_assert(kMaxChannelSlots < kClosedSlot);
+// Slot kClosedAckSlot, only in a channel message's credits place: the send side heard of
+// its receive side's close and its last write ended; a receive side on the user's memory
+// gives that memory back only then.
+inline constexpr std::uint32_t kClosedAckSlot = 0xffc;
+static_assert(kMaxChannelSlots < kClosedAckSlot);
 // The peer's whole count from the low 32 bits of its close notice, given this side's own
 // `here`: a send side's receiver took at most `slots` fewer than it started (credits), a
 // receive side's sender started at most `slots` more than it took. nullopt: no peer could.
@@ -265,6 +270,9 @@ struct ChannelState {
   Error failure;      // why the channel failed, for every later call
   Errc failure_notice = Errc::ok;  // owed to the peer's side once this side's writes in flight are done
   bool peer_closed = false;           // the peer's close notice came (kClosedSlot)
+  bool close_notice_sent = false;     // this side's close notice went to the peer
+  bool close_ack_due = false;         // send side: owed to the closed receive side once writes end
+  bool close_acked = false;           // receive side: the sender acknowledged (kClosedAckSlot)
   std::uint64_t peer_closed_count = 0;  // its count: messages the peer started, or took
   Error last_error;   // the last call's refusal
 

@@ -1188,6 +1188,37 @@ void send_side_closes(Runtime& runtime, int peer) {
   fmt::print("rank 1 saw its channel closed: {}\n", in.last_error().message());
 }
 
+// Rank 1 receives into its own memory and closes its channel while rank 0, connected with
+// credit for both slots, computes without calling the runtime (it has not heard of the
+// close yet); rank 1 then reuses the memory. Rank 0's next start() must not land there:
+// rank 1's close gives the memory back only once rank 0 acknowledged (after its last write).
+void close_user_slots(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 26, .slot_bytes = 4096, .slots = 2};
+  constexpr auto kReuse = std::byte{0x5A};
+  if (runtime.rank() == 1) {
+    std::vector<std::byte> memory(shape.slot_bytes * shape.slots);
+    {
+      auto in = ReceiveChannel::create(runtime, shape, memory);
+      CHECK(in.has_value() && in->wait_connected().has_value(), "create with user memory");
+      hand_token(runtime, 0, shape.peer);
+    }  // closed
+    std::fill(memory.begin(), memory.end(), kReuse);
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    auto changed = std::count_if(memory.begin(), memory.end(), [&](std::byte b) { return b != kReuse; });
+    CHECK(changed == 0, "{} bytes of the memory given back at close were written after it", changed);
+    return;
+  }
+  SendChannel out = connected_send(runtime, shape);
+  hand_token(runtime, 0, shape.peer);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  fill(out.buffer(), 0, 0);
+  Status started = out.start(shape.slot_bytes);
+  CHECK(started != Status::error || out.last_error().code == tether::Errc::peer_closed, "start: {}",
+        out.last_error().message());
+  if (started != Status::error) (void)out.wait();  // done, or peer_closed once the notice is in
+}
+
 // Rank 1 falls silent (sleeps, calls nothing) once rank 0 is connected; rank 0 starts a
 // message from each of its buffers and asks next_buffer() for one until a write's
 // acknowledgement comes (tcp-own: from rank 1's poll). Run with TETHER_PEER_TIMEOUT=1s: the retry loop must end with
@@ -1310,7 +1341,8 @@ int main(int argc, char** argv) {
       {"user-buffers", user_buffers}, {"self", self}, {"mismatch", mismatch},
       {"bad-input", bad_input}, {"close-in-flight", close_in_flight}, {"fan-in", fan_in},
       {"killed", killed}, {"peer-death", peer_death}, {"write-failure", write_failure}, {"credit-failure", credit_failure},
-      {"peer-closed", peer_closed}, {"silent-peer-buffer", silent_peer_buffer}, {"credit-owed-again", credit_owed_again}, {"corrupt-flag", corrupt_flag},
+      {"peer-closed", peer_closed}, {"silent-peer-buffer", silent_peer_buffer},
+      {"close-user-slots", close_user_slots}, {"credit-owed-again", credit_owed_again}, {"corrupt-flag", corrupt_flag},
       {"write-failure-after-close", write_failure_after_close},
       {"connect-timeout", connect_timeout},
       {"close-unconnected", close_unconnected},

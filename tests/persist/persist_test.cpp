@@ -102,7 +102,7 @@ std::vector<Case> tether_run_cases() {
     cases.push_back({"integrity", 2, transport, many_messages});
     for (std::string scenario : {"duplex", "large", "slow-receiver", "partitioned", "no-overhead", "user-buffers", "self",
                                  "mismatch", "bad-input", "close-in-flight", "close-unconnected", "user-slots",
-                                 "reply-credits", "lazy-acknowledgements"})
+                                 "close-user-slots", "reply-credits", "lazy-acknowledgements"})
       cases.push_back({scenario, 2, transport, scenario == "no-overhead" ? kNoOverheadMessages : ""});
     cases.push_back({"many", 3, transport, ""});
     // Six ranks share this machine's two CPUs: a few thousand messages per writer.

@@ -147,8 +147,10 @@ class ReceiveChannel {
   ReceiveChannel& operator=(ReceiveChannel&& other) noexcept;
   ReceiveChannel(const ReceiveChannel&) = delete;
   ReceiveChannel& operator=(const ReceiveChannel&) = delete;
-  // Its slots stay reserved while the sender may still write; the sender's side is told
-  // and fails its next start() with peer_closed.
+  // Its slots stay reserved while the sender may still write (pool slots until the runtime
+  // ends; user slots: the destructor waits until the sender acknowledged the close, at most
+  // TETHER_CHANNEL_CLOSE_TIMEOUT); the sender's side is told and fails its next start()
+  // with peer_closed.
   ~ReceiveChannel();
 
   [[nodiscard]] Status test_connected() noexcept;
