@@ -1,10 +1,12 @@
-// The interposition monitor: libtether.so defines the unmapping calls, so every call
+// The interposition monitor: libtether.so defines the unmapping calls (munmap, mremap,
+// madvise, brk, sbrk, mmap with MAP_FIXED, shmat with SHM_REMAP, shmdt), so every call
 // through the PLT (the application's, other libraries') reports the range to the caches
 // before the kernel drops it. glibc's own calls (free() of an mmapped block, heap trim)
 // bind inside libc and are not seen: the userfaultfd monitor or TETHER_MALLOC_KEEP
 // covers them (see pool/rcache/README.md).
 #include <dlfcn.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -53,6 +55,35 @@ Function next_definition(const char* name, std::atomic<void*>& cache) noexcept {
 std::atomic<void*> g_next_brk{nullptr};
 std::atomic<void*> g_next_sbrk{nullptr};
 
+// shmdt() names only the address: shmat() notes each attachment's size here (no lock, no
+// allocation; the hooks may run anywhere). A detach not found (attached before libtether
+// was loaded, or more attachments than slots) reports everything from its address up.
+constexpr int kAttachmentSlots = 64;
+std::atomic<std::uintptr_t> g_attached_at[kAttachmentSlots];
+std::atomic<std::size_t> g_attached_bytes[kAttachmentSlots];
+
+std::size_t segment_bytes(int id) noexcept {
+  shmid_ds status{};
+  return ::syscall(SYS_shmctl, id, IPC_STAT, &status) == 0 ? status.shm_segsz : 0;
+}
+
+void note_attachment(std::uintptr_t at, std::size_t bytes) noexcept {
+  for (int i = 0; i < kAttachmentSlots; ++i) {
+    std::uintptr_t none = 0;
+    if (g_attached_at[i].compare_exchange_strong(none, at)) return g_attached_bytes[i].store(bytes);
+  }
+}
+
+std::size_t forget_attachment(std::uintptr_t at) noexcept {
+  for (int i = 0; i < kAttachmentSlots; ++i) {
+    if (g_attached_at[i].load() != at) continue;
+    std::size_t bytes = g_attached_bytes[i].exchange(0);
+    g_attached_at[i].store(0);
+    return bytes;
+  }
+  return 0;
+}
+
 }  // namespace
 
 void interpose_enable(bool on) noexcept { g_interpose.store(on, std::memory_order_relaxed); }
@@ -88,6 +119,36 @@ __attribute__((visibility("default"))) void* mremap(void* old_address, size_t ol
 __attribute__((visibility("default"))) int madvise(void* address, size_t length, int advice) noexcept {
   if (tether::rcache::drops_pages(advice)) report(address, length);
   return static_cast<int>(::syscall(SYS_madvise, address, length, advice));
+}
+
+// MAP_FIXED replaces whatever was mapped in the range (uffd reports that too, but only for
+// ranges it watches and only while it runs).
+__attribute__((visibility("default"))) void* mmap(void* address, size_t length, int protection, int flags, int fd,
+                                                  off_t offset) noexcept {
+  if ((flags & MAP_FIXED) != 0) report(address, length);
+  return reinterpret_cast<void*>(::syscall(SYS_mmap, address, length, protection, flags, fd, offset));
+}
+
+__attribute__((visibility("default"))) void* mmap64(void* address, size_t length, int protection, int flags, int fd,
+                                                    off64_t offset) noexcept {
+  return mmap(address, length, protection, flags, fd, offset);
+}
+
+// SysV shared memory: no uffd event for either call (the kernel refuses to watch most
+// segments, and sends nothing for a detach or for SHM_REMAP over a watched range).
+__attribute__((visibility("default"))) void* shmat(int id, const void* address, int flags) noexcept {
+  std::size_t bytes = tether::rcache::segment_bytes(id);
+  if ((flags & SHM_REMAP) != 0 && bytes != 0) report(address, bytes);
+  auto at = ::syscall(SYS_shmat, id, address, flags);
+  if (at != -1 && bytes != 0) tether::rcache::note_attachment(static_cast<std::uintptr_t>(at), bytes);
+  return reinterpret_cast<void*>(at);
+}
+
+__attribute__((visibility("default"))) int shmdt(const void* address) noexcept {
+  auto start = reinterpret_cast<std::uintptr_t>(address);
+  std::size_t bytes = tether::rcache::forget_attachment(start);
+  report(address, bytes != 0 ? bytes : UINTPTR_MAX - start);
+  return static_cast<int>(::syscall(SYS_shmdt, address));
 }
 
 __attribute__((visibility("default"))) int brk(void* address) noexcept {

@@ -1,7 +1,11 @@
 // Memory freed and mapped again at the same address never reuses a stale registration.
+#include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/syscall.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "pool/rcache/monitor.hpp"
 #include "tests/rcache/rcache_test_support.hpp"
@@ -279,6 +283,70 @@ TEST_P(RcacheReuseTest, AnotherCacheLettingGoKeepsThePagesWatched) {
   REMAP_OR_SKIP(pages, 16);
   expect_fresh_registration(*cache_b, pages, old_key, fill(pages, 16 * kPage, 2));
   ::munmap(pages, 16 * kPage);
+}
+
+// A cached range's key before it goes: acquired and released, so the entry stays idle.
+std::uint64_t cached_key(RegistrationCache& cache, void* pages) {
+  auto handle = cache.acquire(pages, 16 * kPage);
+  return handle ? handle->segment(0).registrations[0].remote_key : 0;
+}
+
+// mmap(MAP_FIXED) over a cached range replaces its pages: the hooks see it with no uffd
+// (which would report it too, for the ranges it watches).
+TEST(RcacheReuse, MmapFixedOverACachedRangeIsSeenByTheHooks) {
+  rcache::interpose_enable(true);
+  CountingMlockRegistrar registrar;
+  auto cache = make_cache(registrar);
+  void* pages = map_pages(16);
+  ASSERT_NE(pages, nullptr);
+  fill(pages, 16 * kPage, 1);
+  std::uint64_t old_key = cached_key(*cache, pages);
+  ASSERT_NE(old_key, 0u);
+  ASSERT_EQ(::mmap(pages, 16 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0), pages);
+  expect_fresh_registration(*cache, pages, old_key, fill(pages, 16 * kPage, 2));
+  EXPECT_EQ(registrar.registrations, 2u);
+  ::munmap(pages, 16 * kPage);
+}
+
+// A SysV segment is detached and another attached at the same address: no uffd event
+// comes for either, so only the shmat/shmdt hooks can tell (under both monitors).
+TEST_P(RcacheReuseTest, ShmdtOfACachedSegmentInvalidates) {
+  CountingMlockRegistrar registrar;
+  auto cache = make_cache(registrar);
+  int first = ::shmget(IPC_PRIVATE, 16 * kPage, IPC_CREAT | 0600);
+  ASSERT_GE(first, 0) << std::strerror(errno);
+  void* at = ::shmat(first, nullptr, 0);
+  ::shmctl(first, IPC_RMID, nullptr);
+  ASSERT_NE(at, reinterpret_cast<void*>(-1));
+  fill(at, 16 * kPage, 1);
+  std::uint64_t old_key = cached_key(*cache, at);
+  ASSERT_NE(old_key, 0u);
+  ASSERT_EQ(::shmdt(at), 0);
+  int second = ::shmget(IPC_PRIVATE, 16 * kPage, IPC_CREAT | 0600);
+  ASSERT_GE(second, 0) << std::strerror(errno);
+  void* again = ::shmat(second, at, 0);
+  ::shmctl(second, IPC_RMID, nullptr);
+  if (again != at) GTEST_SKIP() << "another mapping took " << at << " between detach and attach; rerun";
+  expect_fresh_registration(*cache, at, old_key, fill(at, 16 * kPage, 2));
+  ::shmdt(at);
+}
+
+// shmat(SHM_REMAP) over a cached anonymous range replaces it (no uffd event either).
+TEST_P(RcacheReuseTest, ShmatRemapOverACachedRangeInvalidates) {
+  CountingMlockRegistrar registrar;
+  auto cache = make_cache(registrar);
+  void* pages = map_pages(16);
+  ASSERT_NE(pages, nullptr);
+  fill(pages, 16 * kPage, 1);
+  std::uint64_t old_key = cached_key(*cache, pages);
+  ASSERT_NE(old_key, 0u);
+  int segment = ::shmget(IPC_PRIVATE, 16 * kPage, IPC_CREAT | 0600);
+  ASSERT_GE(segment, 0) << std::strerror(errno);
+  void* at = ::shmat(segment, pages, SHM_REMAP);
+  ::shmctl(segment, IPC_RMID, nullptr);
+  ASSERT_EQ(at, pages) << std::strerror(errno);
+  expect_fresh_registration(*cache, pages, old_key, fill(pages, 16 * kPage, 2));
+  ::shmdt(pages);
 }
 
 INSTANTIATE_TEST_SUITE_P(Monitors, RcacheReuseTest,
