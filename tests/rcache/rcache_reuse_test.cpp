@@ -291,17 +291,34 @@ std::uint64_t cached_key(RegistrationCache& cache, void* pages) {
   return handle ? handle->segment(0).registrations[0].remote_key : 0;
 }
 
+// 16 fresh pages, filled and cached idle; their key in `key`.
+void* cached_fresh_pages(RegistrationCache& cache, std::uint64_t& key) {
+  void* pages = map_pages(16);
+  if (pages == nullptr) return nullptr;
+  fill(pages, 16 * kPage, 1);
+  key = cached_key(cache, pages);
+  return pages;
+}
+
+// A private SysV segment of 16 pages attached at `at` (nullptr: anywhere) with `flags`,
+// removed at its last detach; (void*)-1 on failure.
+void* attach_segment(const void* at, int flags) {
+  int id = ::shmget(IPC_PRIVATE, 16 * kPage, IPC_CREAT | 0600);
+  if (id < 0) return reinterpret_cast<void*>(-1);
+  void* attached = ::shmat(id, at, flags);
+  ::shmctl(id, IPC_RMID, nullptr);
+  return attached;
+}
+
 // mmap(MAP_FIXED) over a cached range replaces its pages: the hooks see it with no uffd
 // (which would report it too, for the ranges it watches).
 TEST(RcacheReuse, MmapFixedOverACachedRangeIsSeenByTheHooks) {
   rcache::interpose_enable(true);
   CountingMlockRegistrar registrar;
   auto cache = make_cache(registrar);
-  void* pages = map_pages(16);
-  ASSERT_NE(pages, nullptr);
-  fill(pages, 16 * kPage, 1);
-  std::uint64_t old_key = cached_key(*cache, pages);
-  ASSERT_NE(old_key, 0u);
+  std::uint64_t old_key = 0;
+  void* pages = cached_fresh_pages(*cache, old_key);
+  ASSERT_TRUE(pages != nullptr && old_key != 0);
   ASSERT_EQ(::mmap(pages, 16 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0), pages);
   expect_fresh_registration(*cache, pages, old_key, fill(pages, 16 * kPage, 2));
   EXPECT_EQ(registrar.registrations, 2u);
@@ -313,20 +330,13 @@ TEST(RcacheReuse, MmapFixedOverACachedRangeIsSeenByTheHooks) {
 TEST_P(RcacheReuseTest, ShmdtOfACachedSegmentInvalidates) {
   CountingMlockRegistrar registrar;
   auto cache = make_cache(registrar);
-  int first = ::shmget(IPC_PRIVATE, 16 * kPage, IPC_CREAT | 0600);
-  ASSERT_GE(first, 0) << std::strerror(errno);
-  void* at = ::shmat(first, nullptr, 0);
-  ::shmctl(first, IPC_RMID, nullptr);
-  ASSERT_NE(at, reinterpret_cast<void*>(-1));
+  void* at = attach_segment(nullptr, 0);
+  ASSERT_NE(at, reinterpret_cast<void*>(-1)) << std::strerror(errno);
   fill(at, 16 * kPage, 1);
   std::uint64_t old_key = cached_key(*cache, at);
   ASSERT_NE(old_key, 0u);
   ASSERT_EQ(::shmdt(at), 0);
-  int second = ::shmget(IPC_PRIVATE, 16 * kPage, IPC_CREAT | 0600);
-  ASSERT_GE(second, 0) << std::strerror(errno);
-  void* again = ::shmat(second, at, 0);
-  ::shmctl(second, IPC_RMID, nullptr);
-  if (again != at) GTEST_SKIP() << "another mapping took " << at << " between detach and attach; rerun";
+  if (attach_segment(at, 0) != at) GTEST_SKIP() << "another mapping took " << at << " between detach and attach; rerun";
   expect_fresh_registration(*cache, at, old_key, fill(at, 16 * kPage, 2));
   ::shmdt(at);
 }
@@ -335,16 +345,10 @@ TEST_P(RcacheReuseTest, ShmdtOfACachedSegmentInvalidates) {
 TEST_P(RcacheReuseTest, ShmatRemapOverACachedRangeInvalidates) {
   CountingMlockRegistrar registrar;
   auto cache = make_cache(registrar);
-  void* pages = map_pages(16);
-  ASSERT_NE(pages, nullptr);
-  fill(pages, 16 * kPage, 1);
-  std::uint64_t old_key = cached_key(*cache, pages);
-  ASSERT_NE(old_key, 0u);
-  int segment = ::shmget(IPC_PRIVATE, 16 * kPage, IPC_CREAT | 0600);
-  ASSERT_GE(segment, 0) << std::strerror(errno);
-  void* at = ::shmat(segment, pages, SHM_REMAP);
-  ::shmctl(segment, IPC_RMID, nullptr);
-  ASSERT_EQ(at, pages) << std::strerror(errno);
+  std::uint64_t old_key = 0;
+  void* pages = cached_fresh_pages(*cache, old_key);
+  ASSERT_TRUE(pages != nullptr && old_key != 0);
+  ASSERT_EQ(attach_segment(pages, SHM_REMAP), pages) << std::strerror(errno);
   expect_fresh_registration(*cache, pages, old_key, fill(pages, 16 * kPage, 2));
   ::shmdt(pages);
 }
