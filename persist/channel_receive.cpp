@@ -242,7 +242,7 @@ void ChannelRegistry::take_carried_credits(int from, std::uint64_t slot_word) no
 bool ChannelRegistry::arrived(ChannelState& channel, std::uint32_t partition) noexcept {
   engine_.progress();
   std::lock_guard lock(engine_.progress_mutex());
-  if (partition >= channel.shape.partitions) return false;
+  if (channel.shape.partitions == 1 || partition >= channel.shape.partitions) return false;
   // Every slot held: the next message has no slot to land in yet (the position's bits are
   // still the held message's).
   if (channel.receive.delivered - channel.receive.released >= channel.shape.slots) return false;
@@ -251,10 +251,10 @@ bool ChannelRegistry::arrived(ChannelState& channel, std::uint32_t partition) no
   if (channel.phase == Phase::failed) return true;
   if (channel.peer_closed && channel.receive.delivered == channel.peer_closed_count) return true;
   auto slot = channel.position_of(channel.receive.delivered);
-  bool landed =
-      channel.receive.partition_landed[static_cast<std::size_t>(slot) * channel.shape.partitions + partition] != 0;
-  set_waiting(channel, !landed);  // a peer that falls silent meanwhile is noticed (TETHER_PEER_TIMEOUT)
-  return landed;
+  // The peer is watched while the message is incomplete, whichever partition is asked
+  // for: a silent peer is noticed (TETHER_PEER_TIMEOUT) however the caller polls.
+  set_waiting(channel, channel.receive.complete[slot] == 0);
+  return channel.receive.partition_landed[static_cast<std::size_t>(slot) * channel.shape.partitions + partition] != 0;
 }
 
 Status ChannelRegistry::release(ChannelState& channel) noexcept {

@@ -156,17 +156,31 @@ void ChannelRegistry::send_notices_when_due(ChannelState& channel) noexcept {
   send_close_ack(channel);
 }
 
+// A send side whose receive side closed answers once its last write ended: a receive side
+// on the user's memory waits for that before the memory is the user's again.
+void ChannelRegistry::owe_close_ack(ChannelState& channel) noexcept {
+  if (channel.role != Role::send || channel.self) return;
+  channel.close_ack_due = true;
+  send_notices_when_due(channel);
+}
+
 void ChannelRegistry::send_close_ack(ChannelState& channel) noexcept {
   if (!std::exchange(channel.close_ack_due, false) || engine_.peer_dead(channel.shape.peer)) return;
   if (!engine_.send_channel_word(channel.shape.peer, encode({channel.peer_channel_id, kClosedAckSlot, 0})))
-    log::warn("persist", "rank {} was not told that its closed receive channel (tag {}) gets no more writes",
+    log::warn("persist", "rank {} was not told that its closed receive channel (tag {}) gets no more writes: its "
+              "close waits TETHER_CHANNEL_CLOSE_TIMEOUT (raise TETHER_POOL_MAX if the pool ran out)",
               channel.shape.peer, channel.shape.tag);
 }
 
+// Receive sides on pool memory wait for no acknowledgement and are gone when theirs comes:
+// not counted as late.
 void ChannelRegistry::on_close_acked(int source, std::uint64_t bits) noexcept {
+  std::uint32_t id = decode_notification(bits).channel_id;
+  if (id != 0 && id <= channels_.size() && find(id) == nullptr) return;
   ChannelState* channel = channel_of_message(source, bits);
-  if (channel == nullptr) return;  // closed since (counted), or rejected
-  if (channel->role != Role::receive || !channel->close_notice_sent) return reject("an unasked close acknowledgement", bits);
+  if (channel == nullptr) return;  // rejected
+  if (channel->role != Role::receive || !channel->close_notice_sent)
+    return reject("an unasked close acknowledgement", bits);
   channel->close_acked = true;
 }
 
@@ -216,7 +230,8 @@ void ChannelRegistry::send_close_notice(ChannelState& channel) noexcept {
 // The peer closed its side after starting (or taking) `value` messages, low 32 bits.
 void ChannelRegistry::on_peer_closed(int source, std::uint64_t bits) noexcept {
   ChannelState* channel = channel_of_message(source, bits);
-  if (channel == nullptr || channel->phase == Phase::failed) return;  // closed (counted) or failed here
+  if (channel == nullptr) return;  // closed (counted) or rejected
+  if (channel->phase == Phase::failed) return owe_close_ack(*channel);  // no more writes from it, but say so
   if (channel->peer_closed) return reject("a second close notice", bits);
   auto count = peer_count_at_close(channel->role, count_at_close(*channel), decode_notification(bits).value,
                                    channel->shape.slots);
@@ -227,10 +242,7 @@ void ChannelRegistry::on_peer_closed(int source, std::uint64_t bits) noexcept {
 void ChannelRegistry::note_peer_closed(ChannelState& channel, std::uint64_t count) noexcept {
   channel.peer_closed = true;
   channel.peer_closed_count = count;
-  if (channel.role == Role::send && !channel.self) {
-    channel.close_ack_due = true;
-    send_notices_when_due(channel);
-  }
+  owe_close_ack(channel);
   if (channel.role == Role::send && count < channel.send.started)
     log::warn("persist", "rank {} closed its receive channel (tag {}) without taking the last {} of the {} messages "
               "this side started", channel.shape.peer, channel.shape.tag, channel.send.started - count,

@@ -171,6 +171,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   Status fail_channel_and_tell_peer(ChannelState& channel, Errc code, std::string cause, std::string remedy) noexcept;
   Status fail_on_transport_error(ChannelState& channel) noexcept;
   void send_notices_when_due(ChannelState& channel) noexcept;
+  void owe_close_ack(ChannelState& channel) noexcept;
   void send_close_ack(ChannelState& channel) noexcept;
   void on_close_acked(int source, std::uint64_t bits) noexcept;
   void wait_for_close_ack(ChannelState& channel) noexcept;

@@ -152,7 +152,7 @@ inline constexpr std::uint64_t kCarriedCountModulus = std::uint64_t{1} << 30;
 
 // Notification of a channel write: bit 63 set | target channel id (19 bits) | slot (12
 // bits) | value (32 bits). Slot kCreditSlot: `value` credits for a send channel;
-// kFailureSlot, kClosedSlot: see below; otherwise a message in `slot`: value = its length, or its
+// kFailureSlot, kClosedSlot, kClosedAckSlot: see below; otherwise a message in `slot`: value = its length, or its
 // partition index.
 static_assert(carried_credits(carry_bits(kMaxChannelId, 0)).channel_id == kMaxChannelId);
 inline constexpr std::uint32_t kCreditSlot = 0xfff;

@@ -62,16 +62,29 @@ constexpr int kAttachmentSlots = 64;
 std::atomic<std::uintptr_t> g_attached_at[kAttachmentSlots];
 std::atomic<std::size_t> g_attached_bytes[kAttachmentSlots];
 
+// The segment's mapped size (whole pages), 0 when it cannot be read.
 std::size_t segment_bytes(int id) noexcept {
   shmid_ds status{};
-  return ::syscall(SYS_shmctl, id, IPC_STAT, &status) == 0 ? status.shm_segsz : 0;
+  if (::syscall(SYS_shmctl, id, IPC_STAT, &status) != 0) return 0;
+  auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  return (status.shm_segsz + page - 1) / page * page;
 }
 
+// A record of the same address is replaced (an attachment over one that was unmapped).
 void note_attachment(std::uintptr_t at, std::size_t bytes) noexcept {
+  for (int i = 0; i < kAttachmentSlots; ++i) {
+    if (g_attached_at[i].load() == at) return g_attached_bytes[i].store(bytes);
+  }
   for (int i = 0; i < kAttachmentSlots; ++i) {
     std::uintptr_t none = 0;
     if (g_attached_at[i].compare_exchange_strong(none, at)) return g_attached_bytes[i].store(bytes);
   }
+}
+
+void* map_with_syscall(void* address, size_t length, int protection, int flags, int fd, off_t offset) noexcept {
+  if ((flags & MAP_FIXED) != 0) report(address, length);
+  return reinterpret_cast<void*>(::syscall(SYS_mmap, address, length, static_cast<long>(protection),
+                                           static_cast<long>(flags), static_cast<long>(fd), offset));
 }
 
 std::size_t forget_attachment(std::uintptr_t at) noexcept {
@@ -125,20 +138,23 @@ __attribute__((visibility("default"))) int madvise(void* address, size_t length,
 // ranges it watches and only while it runs).
 __attribute__((visibility("default"))) void* mmap(void* address, size_t length, int protection, int flags, int fd,
                                                   off_t offset) noexcept {
-  if ((flags & MAP_FIXED) != 0) report(address, length);
-  return reinterpret_cast<void*>(::syscall(SYS_mmap, address, length, protection, flags, fd, offset));
+  return tether::rcache::map_with_syscall(address, length, protection, flags, fd, offset);
 }
 
 __attribute__((visibility("default"))) void* mmap64(void* address, size_t length, int protection, int flags, int fd,
                                                     off64_t offset) noexcept {
-  return mmap(address, length, protection, flags, fd, offset);
+  return tether::rcache::map_with_syscall(address, length, protection, flags, fd, offset);
 }
 
 // SysV shared memory: no uffd event for either call (the kernel refuses to watch most
 // segments, and sends nothing for a detach or for SHM_REMAP over a watched range).
 __attribute__((visibility("default"))) void* shmat(int id, const void* address, int flags) noexcept {
   std::size_t bytes = tether::rcache::segment_bytes(id);
-  if ((flags & SHM_REMAP) != 0 && bytes != 0) report(address, bytes);
+  if ((flags & SHM_REMAP) != 0) {  // the kernel rounds down with SHM_RND; an unknown size: everything above
+    auto start = reinterpret_cast<std::uintptr_t>(address);
+    if ((flags & SHM_RND) != 0) start -= start % SHMLBA;
+    report(reinterpret_cast<void*>(start), bytes != 0 ? bytes : UINTPTR_MAX - start);
+  }
   auto at = ::syscall(SYS_shmat, id, address, flags);
   if (at != -1 && bytes != 0) tether::rcache::note_attachment(static_cast<std::uintptr_t>(at), bytes);
   return reinterpret_cast<void*>(at);

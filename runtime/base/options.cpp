@@ -172,8 +172,9 @@ constexpr Option kOptions[] = {
      "sender copies alone"},
     {"TETHER_CHANNEL_CLOSE_TIMEOUT", "2s", Kind::duration,
      "Longest a closing send channel waits for its writes in flight before it reports them and closes (their "
-     "buffers stay registered until they end, and one that fails is told to the receiver), and a closing channel "
-     "not yet connected for its handshake, so that its peer is told it closed"},
+     "buffers stay registered until they end, and one that fails is told to the receiver), a closing channel "
+     "not yet connected for its handshake, so that its peer is told it closed, and a closing receive channel on "
+     "the user's memory for the sender's acknowledgement that no write will land there any more"},
 
 };
 

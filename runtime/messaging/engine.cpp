@@ -126,7 +126,12 @@ void Engine::abandon_pending_requests() noexcept {
 Expected<void> Engine::start() {
   auto attached = transport_->attach_pool();
   if (!attached) return attached;
-  if (!control_reserve_.fill()) return tl::unexpected(pinned_last_error());
+  if (!control_reserve_.fill()) {
+    Error pool = pinned_last_error();
+    return make_error(pool.code, fmt::format("the engine's {} KiB of control message buffers: {}",
+                                             ControlReserve::kSlots * ControlReserve::kSlotBytes / 1024, pool.cause),
+                      pool.remedy);
+  }
   for (std::size_t i = 0; i < options_.receive_buffers; ++i) {
     void* buffer = pinned_alloc(receive_buffer_bytes_, 64);
     if (buffer == nullptr) return tl::unexpected(pinned_last_error());

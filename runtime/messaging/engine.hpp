@@ -302,9 +302,14 @@ class Engine {
   void send_to_self(RequestSlot* slot) noexcept;
   // Copies a message that starts with a MessageHeader to a bounce, gives back the credits
   // owed to the peer in it, and posts it.
-  [[nodiscard]] bool post_control(int peer_rank, const void* bytes, std::size_t length) noexcept;
-  // A pool bounce holding `bytes`; a control message falls back on control_reserve_.
-  std::byte* copy_to_bounce(int peer_rank, const void* bytes, std::size_t length, bool control = false) noexcept;
+  // Where a bounce buffer may come from: replies a peer waits for (CTS, FIN, refusals,
+  // credits, probes) fall back on control_reserve_; what fails here alone (an eager send,
+  // an RTS: the request fails with out_of_memory) takes pool memory only.
+  enum class BounceSource : std::uint8_t { pool, pool_or_reserve };
+  [[nodiscard]] bool post_control(int peer_rank, const void* bytes, std::size_t length,
+                                  BounceSource source = BounceSource::pool_or_reserve) noexcept;
+  std::byte* copy_to_bounce(int peer_rank, const void* bytes, std::size_t length,
+                            BounceSource source = BounceSource::pool) noexcept;
   void free_bounce(void* bounce) noexcept;  // to the pool, or to control_reserve_
   struct Outgoing {
     int peer;

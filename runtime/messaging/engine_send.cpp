@@ -126,7 +126,8 @@ void Engine::send_rts(RequestSlot* slot, PeerState& peer) noexcept {
     RendezvousRequest body;
   } message{make_header(MessageKind::rts, rank_, slot->tag, peer.next_send_sequence, slot->buffer_bytes),
             RendezvousRequest{requests_.id_of(slot), *source, slot->protocol, {}}};
-  if (!post_control(slot->peer, &message, sizeof message)) return complete(slot, Errc::out_of_memory);
+  if (!post_control(slot->peer, &message, sizeof message, BounceSource::pool))  // fails here alone
+    return complete(slot, Errc::out_of_memory);
   ++peer.next_send_sequence;
 }
 
@@ -143,8 +144,8 @@ static_assert(sizeof(MessageHeader) + std::max({sizeof(RendezvousRequest), sizeo
                   ControlReserve::kSlotBytes,
               "every control message must fit a control reserve buffer");
 
-bool Engine::post_control(int peer_rank, const void* bytes, std::size_t length) noexcept {
-  std::byte* bounce = copy_to_bounce(peer_rank, bytes, length, true);
+bool Engine::post_control(int peer_rank, const void* bytes, std::size_t length, BounceSource source) noexcept {
+  std::byte* bounce = copy_to_bounce(peer_rank, bytes, length, source);
   if (bounce == nullptr) return false;
   MessageHeader header;
   std::memcpy(&header, bounce, sizeof header);
@@ -160,12 +161,14 @@ bool Engine::send_channel_word(int peer_rank, std::uint64_t word) noexcept {
   return post_control(peer_rank, message, sizeof message);
 }
 
-std::byte* Engine::copy_to_bounce(int peer_rank, const void* bytes, std::size_t length, bool control) noexcept {
+std::byte* Engine::copy_to_bounce(int peer_rank, const void* bytes, std::size_t length,
+                                  BounceSource source) noexcept {
+  bool reserve = source == BounceSource::pool_or_reserve;
   auto* bounce = static_cast<std::byte*>(pinned_alloc(length, 64));
-  if (bounce == nullptr && control) bounce = control_reserve_.take(length);
+  if (bounce == nullptr && reserve) bounce = control_reserve_.take(length);
   if (bounce == nullptr) {
     log::error("runtime", "no pinned memory for a {}-byte message to rank {}{}: {}", length, peer_rank,
-               control ? fmt::format(" (and {} of the {} control reserve's buffers left)", control_reserve_.left(),
+               reserve ? fmt::format(" (and {} of the {} control reserve's buffers left)", control_reserve_.left(),
                                      ControlReserve::kSlots)
                        : "",
                pinned_last_error().message());

@@ -544,7 +544,7 @@ void abandoned_at_shutdown(Runtime& runtime) {
   CHECK(runtime.size() == 2, "abandoned-at-shutdown runs on 2 ranks, not {}", runtime.size());
   constexpr std::size_t kBytes = std::size_t{1} << 20;
   void* pool_buffer = tether::pinned_alloc(kBytes);
-  std::vector<std::byte> user_buffer(kBytes);
+  static std::vector<std::byte> user_buffer(kBytes);  // outlives the runtime, as its abandoned send needs
   CHECK(pool_buffer != nullptr, "no pool buffer");
   Request sends[2];
   if (runtime.rank() == 0) {

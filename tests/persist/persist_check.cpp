@@ -1246,7 +1246,8 @@ void silent_peer_buffer(Runtime& runtime) {
   while ((status = out.next_buffer(buffer)) == Status::retry && std::chrono::steady_clock::now() < deadline) {
   }
   CHECK(status == Status::error && out.last_error().code == tether::Errc::peer_unreachable,
-        "next_buffer() with the peer silent for 3 s: status {} {}", static_cast<int>(status), out.last_error().message());
+        "next_buffer() with the peer silent for 3 s: status {} {}", static_cast<int>(status),
+        out.last_error().message());
   if (tether::testing::rank_checks_passed()) fmt::print("rank 0: silent-peer-buffer passed\n");
   std::fflush(nullptr);
   ::_exit(tether::testing::rank_checks_passed() ? 0 : 1);
