@@ -117,9 +117,9 @@ void Job::on_signal(int signal_number) {
     return;
   }
   interrupted_by_ = signal_number;
-  say(fmt::format("got {}: forwarding it to ranks {}", signal_name(signal_number), running_ranks()));
   stopping_ = true;
-  signal_running(signal_number);
+  signal_running(signal_number);  // before saying so: writing to a full pipe may block
+  say(fmt::format("got {}: forwarded it to ranks {}", signal_name(signal_number), running_ranks()));
   kill_at_ = Clock::now() + kKillAfterInterrupt;
 }
 
@@ -189,11 +189,12 @@ void Job::record_failure(std::string text, int exit_code) {
   first_failure_ = Failure{std::move(text), exit_code};
 }
 
+// Signals first: the message goes to stderr, which may be a full pipe nobody reads.
 void Job::stop_running(std::string why, std::chrono::milliseconds kill_after) {
-  if (running_count() > 0) say(fmt::format("{}: sending SIGTERM to ranks {}", why, running_ranks()));
   stopping_ = true;
   signal_running(SIGTERM);
   kill_at_ = Clock::now() + kill_after;
+  if (running_count() > 0) say(fmt::format("{}: sent SIGTERM to ranks {}", why, running_ranks()));
 }
 
 void Job::signal_running(int signal_number) {

@@ -132,7 +132,10 @@ Expected<LaunchOptions> parse_command_line(int argc, char** argv) {
     } else if (i + 1 < argc) {
       value = argv[++i];
     } else {
-      return tl::unexpected(usage_error(fmt::format("{} needs a value", flag)));
+      LaunchOptions scratch;  // an option that takes no value is unknown
+      auto known = apply_valued_flag(scratch, flag, "");
+      return tl::unexpected(usage_error(known && !*known ? fmt::format("unknown option '{}'", flag)
+                                                         : fmt::format("{} needs a value", flag)));
     }
     auto applied = apply_valued_flag(options, flag, value);
     if (!applied) return tl::unexpected(applied.error());

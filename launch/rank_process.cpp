@@ -81,8 +81,9 @@ void bind_or_report(ChildPipes& pipes, const SpawnRequest& request) {
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
   signal(SIGPIPE, SIG_DFL);
-  int null_fd = open("/dev/null", O_RDONLY);
-  if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+  int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);  // the rank keeps only its stdin copy
+  if (null_fd == STDIN_FILENO) fcntl(STDIN_FILENO, F_SETFD, 0);
+  else if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
   if (request.capture_output) {
     dup2(pipes.out[1], STDOUT_FILENO);
     dup2(pipes.err[1], STDERR_FILENO);

@@ -23,10 +23,10 @@ what="with rank 1"
 [ "$mode" = persist ] && what="channel with rank 1"
 # A survivor either reports the death or was stopped first by the job's abort (the halo
 # apps abort the job when their exchange fails).
-stopped=$(grep -oE 'sending SIGTERM to ranks [0-9,]+' <<<"$output" | head -1)
+stopped=$(grep -oE 'sent SIGTERM to ranks [0-9,]+' <<<"$output" | head -1)
 for rank in 0 2 3; do
   grep -qE "^\[[^]]*:[0-9]+:$rank\] runtime WARN: rank 1 died \(.*killed by signal 9" <<<"$output" && continue
-  grep -qE "ranks ([0-9]+,)*$rank(,|$)" <<<"${stopped#sending SIGTERM to }" ||
+  grep -qE "ranks ([0-9]+,)*$rank(,|$)" <<<"${stopped#sent SIGTERM to }" ||
     fail "rank $rank neither reported that rank 1 died nor was stopped by the abort"
 done
 grep -E '^\[[^]]*:[0-9]+:[023]\] apps ERROR' <<<"$output" | grep -qF "$what" ||

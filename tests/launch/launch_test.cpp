@@ -50,6 +50,21 @@ TEST(TetherRun, TagOutputPrefixesEveryLineWithItsRank) {
   }
 }
 
+// A rank holds its stdin, stdout and stderr, and no other descriptor of the launcher's
+// (the /dev/null it reads stdin from stayed open as a fourth).
+TEST(TetherRun, RanksInheritNoExtraDescriptor) {
+  ScratchDir scratch;
+  const char* close_inherited = "for fd in $(ls /proc/$$/fd); do [ $fd -gt 2 ] && eval \"exec $fd>&-\"; done; "
+                                "exec \"$0\" \"$@\"";  // the test runner's own descriptors stay out
+  auto outcome = run({"/bin/bash", "-c", close_inherited, tether_run(), "-n", "2", "--timeout", "45s", "/bin/sh", "-c",
+                      "ls -l /proc/$$/fd"},
+                     {scratch.env()}, kWatchdog);
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.output;
+  std::size_t nulls = 0;
+  for (std::size_t at = 0; (at = outcome.output.find("/dev/null", at)) != std::string::npos; at += 9) ++nulls;
+  EXPECT_EQ(nulls, 2u) << "one /dev/null (stdin) per rank expected\n" << outcome.output;
+}
+
 TEST(TetherRun, BindToCoreGivesEachRankItsOwnCpu) {
   std::vector<int> cpus = base::allowed_cpus();
   if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs to bind 2 ranks; this process may use " << cpus.size();

@@ -48,7 +48,7 @@ TEST(TetherRunFailure, SurvivorsStillRunningAfterKillAfterAreStopped) {
   ASSERT_FALSE(outcome.timed_out) << outcome.output;
   EXPECT_EQ(outcome.exit_code, 128 + SIGKILL) << outcome.output;
   EXPECT_NE(outcome.output.find("launch-check rank 0: detected death of rank 1"), std::string::npos) << outcome.output;
-  EXPECT_NE(outcome.output.find("still run after a failure: sending SIGTERM to ranks 0"), std::string::npos)
+  EXPECT_NE(outcome.output.find("still run after a failure: sent SIGTERM to ranks 0"), std::string::npos)
       << outcome.output;
   EXPECT_NE(outcome.output.find("job failed: rank 1 "), std::string::npos) << outcome.output;
   EXPECT_GE(outcome.elapsed, 1s);
@@ -132,6 +132,24 @@ struct SleepingJob {
   std::vector<pid_t> ranks;
 };
 
+// --timeout with the launcher's stderr a full pipe nobody reads (a stalled CI log): the
+// ranks are stopped at once. The message used to go first, and its write blocked the
+// SIGTERM until the reader went away.
+TEST(TetherRunFailure, TimeoutStopsRanksWhileTheOutputPipeIsFull) {
+  ScratchDir scratch;
+  ScratchDir pid_dir;
+  const std::string pids = pid_dir.path() + "/pids";
+  // The reader sleeps 30 s unless killed; its pid goes to the file too, so it can be.
+  const char* script = "\"$0\" -n 1 --timeout 2s /bin/sh -c \"echo \\$\\$ >> $1; exec yes\" 2>&1 | "
+                       "sh -c 'echo $$ >> $1.reader; exec sleep 30' reader \"$1\"";
+  Subprocess shell({"/bin/sh", "-c", script, tether_run(), pids}, {scratch.env()});
+  auto ranks = wait_for_pids(pids, 1);
+  ASSERT_EQ(ranks.size(), 1u);
+  EXPECT_TRUE(all_end_within(ranks, 8000ms)) << "rank " << ranks[0] << " outlived --timeout 2s";
+  for (pid_t reader : wait_for_pids(pids + ".reader", 1)) kill(reader, SIGKILL);  // the launcher then ends too
+  (void)shell.wait(kWatchdog);
+}
+
 // A launcher killed outright (no chance to stop its ranks) still takes them along.
 TEST(TetherRunFailure, RanksOfAKilledLauncherEndToo) {
   SleepingJob job;
@@ -200,7 +218,7 @@ TEST(TetherRunFailure, InterruptIsForwardedAndThePrivateDirectoryRemoved) {
   auto outcome = launcher.wait(kWatchdog);
   ASSERT_FALSE(outcome.timed_out) << outcome.output;
   EXPECT_EQ(outcome.exit_code, 128 + SIGINT) << outcome.output;
-  EXPECT_NE(outcome.output.find("got SIGINT: forwarding it to ranks"), std::string::npos) << outcome.output;
+  EXPECT_NE(outcome.output.find("got SIGINT: forwarded it to ranks"), std::string::npos) << outcome.output;
   EXPECT_LT(outcome.elapsed, 20s);
   EXPECT_TRUE(scratch.entries().empty()) << scratch.entries().front();
 }
@@ -236,6 +254,9 @@ TEST(TetherRunFailure, BadUsageNamesTheProblem) {
   auto bad_timeout = run({tether_run(), "-n", "2", "--timeout", "soon", launch_check()}, {}, kWatchdog);
   EXPECT_EQ(bad_timeout.exit_code, 2);
   EXPECT_NE(bad_timeout.output.find("--timeout 'soon' is not a duration"), std::string::npos) << bad_timeout.output;
+  auto unknown = run({tether_run(), "-n", "2", "--frobnicate"}, {}, kWatchdog);
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.output.find("unknown option '--frobnicate'"), std::string::npos) << unknown.output;
   auto flag_with_value = run({tether_run(), "-n", "2", "--tag-output=x", launch_check()}, {}, kWatchdog);
   EXPECT_EQ(flag_with_value.exit_code, 2);
   EXPECT_NE(flag_with_value.output.find("--tag-output takes no value"), std::string::npos) << flag_with_value.output;
