@@ -11,13 +11,21 @@
 namespace tether::launch {
 namespace {
 
-void write_all(int fd, std::string_view text) {
+// false once the reader is gone (EPIPE: tether-run ignores SIGPIPE) or the write failed.
+// A non-blocking target (the caller's choice) is waited for, not dropped.
+bool write_all(int fd, std::string_view text) {
   while (!text.empty()) {
     ssize_t written = write(fd, text.data(), text.size());
     if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) return;
+    if (written < 0 && errno == EAGAIN) {
+      pollfd writable{fd, POLLOUT, 0};
+      (void)poll(&writable, 1, -1);
+      continue;
+    }
+    if (written <= 0) return false;
     text.remove_prefix(static_cast<std::size_t>(written));
   }
+  return true;
 }
 
 }  // namespace
@@ -73,7 +81,12 @@ void TaggedOutput::emit_lines(Stream& stream, bool flush_partial) {
     out += fmt::format("[rank {}] {}\n", stream.rank, stream.pending);
     stream.pending.clear();
   }
-  write_all(stream.target_fd, out);
+  if (write_all(stream.target_fd, out)) return;
+  // Nobody reads that output any more (`| head`): its ranks' pipes close too, so the next
+  // line a rank writes ends it with SIGPIPE, as without --tag-output.
+  int gone = stream.target_fd;
+  for (auto& other : streams_)
+    if (other.target_fd == gone) close_stream(other);
 }
 
 void TaggedOutput::close_stream(Stream& stream) {

@@ -150,6 +150,18 @@ TEST(TetherRunFailure, TimeoutStopsRanksWhileTheOutputPipeIsFull) {
   (void)shell.wait(kWatchdog);
 }
 
+// --tag-output into a pipe whose reader quit (`| head -n 1`): the job ends as it does
+// without --tag-output, its rank killed by SIGPIPE; the launcher used to drop the lines
+// while the rank wrote on until --timeout (exit 124).
+TEST(TetherRunFailure, TaggedOutputIntoAClosedPipeEndsTheJob) {
+  ScratchDir scratch;
+  auto outcome = run({"/bin/bash", "-c", "set -o pipefail; \"$0\" -n 1 --tag-output --timeout 30s yes | head -n 1",
+                      tether_run()},
+                     {scratch.env()}, kWatchdog);
+  EXPECT_EQ(outcome.exit_code, 128 + SIGPIPE) << outcome.output;
+  EXPECT_NE(outcome.output.find("[rank 0] y"), std::string::npos) << outcome.output;
+}
+
 // A launcher killed outright (no chance to stop its ranks) still takes them along.
 TEST(TetherRunFailure, RanksOfAKilledLauncherEndToo) {
   SleepingJob job;
