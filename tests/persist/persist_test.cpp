@@ -149,6 +149,9 @@ void expect_both_ranks_sent(const tether::testing::Outcome& outcome, const std::
 // libfabric's tcp;ofi_rxm; held-slots checks no held slot is written.
 TEST(PersistSlotsTest, TheSenderPicksTheSlotReleasedLastWhereDeliveryIsOrdered) {
   for (auto [transport, slots] : {std::pair{"shm", 1}, {"tcp", 1}, {"ownrma", 1}, {"ofitcp", 4}}) {
+#ifndef NDEBUG
+    if (std::string(transport) == "ofitcp") continue;  // sanitizer builds: the release build runs it (CI time)
+#endif
     for (std::string scenario : {"warm-slot", "warm-large-slot", "held-slots"}) {
       std::vector<std::string> argv{TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, scenario};
       if (scenario == "held-slots") argv.push_back("5000");
