@@ -1219,7 +1219,7 @@ void close_user_slots(Runtime& runtime) {
   if (started != Status::error) (void)out.wait();  // done, or peer_closed once the notice is in
 }
 
-// Rank 1 falls silent (sleeps, calls nothing) once rank 0 is connected; rank 0 starts a
+// Rank 1 falls silent (sleeps, calls nothing) once it sent rank 0 a token; rank 0 starts a
 // message from each of its buffers and asks next_buffer() for one until a write's
 // acknowledgement comes (tcp-own: from rank 1's poll). Run with TETHER_PEER_TIMEOUT=1s: the retry loop must end with
 // peer_unreachable, where nothing watched the peer and it retried for ever.
@@ -1228,14 +1228,14 @@ void silent_peer_buffer(Runtime& runtime) {
   ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 27, .slot_bytes = 4096, .slots = 2};
   if (runtime.rank() == 1) {
     ReceiveChannel in = connected_receive(runtime, shape);
-    hand_token(runtime, 0, shape.peer);
+    hand_token(runtime, 1, shape.peer);  // its last progress: rank 0 writes only after this token
     std::this_thread::sleep_for(std::chrono::seconds(4));
     fmt::print("rank 1: silent-peer-buffer passed\n");
     std::fflush(nullptr);
     ::_exit(0);  // rank 0 counts this rank as gone: no barrier
   }
   SendChannel out = connected_send(runtime, shape);
-  hand_token(runtime, 0, shape.peer);
+  hand_token(runtime, 1, shape.peer);
   for (std::uint64_t i = 0; i < shape.slots; ++i) {  // every buffer (one per slot) holds a write in flight
     fill(out.buffer(), 0, i);
     CHECK(start_when_possible(out, shape.slot_bytes) != Status::error, "{}", out.last_error().message());
