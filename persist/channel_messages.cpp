@@ -128,7 +128,7 @@ void ChannelRegistry::owe_again(std::uint32_t channel_id, std::uint32_t credits)
 ChannelState* ChannelRegistry::channel_of_message(int source, std::uint64_t bits) noexcept {
   Notification notification = decode_notification(bits);
   ChannelState* channel = find(notification.channel_id);
-  if (channel == nullptr && notification.channel_id != 0 && notification.channel_id <= channels_.size()) {
+  if (channel == nullptr && closed_since(notification.channel_id)) {
     ++stats_.late_notifications;  // for a channel closed since
     return nullptr;
   }

@@ -175,8 +175,7 @@ void ChannelRegistry::send_close_ack(ChannelState& channel) noexcept {
 // Receive sides on pool memory wait for no acknowledgement and are gone when theirs comes:
 // not counted as late.
 void ChannelRegistry::on_close_acked(int source, std::uint64_t bits) noexcept {
-  std::uint32_t id = decode_notification(bits).channel_id;
-  if (id != 0 && id <= channels_.size() && find(id) == nullptr) return;
+  if (closed_since(decode_notification(bits).channel_id)) return;
   ChannelState* channel = channel_of_message(source, bits);
   if (channel == nullptr) return;  // rejected
   if (channel->role != Role::receive || !channel->close_notice_sent)
@@ -406,7 +405,7 @@ void ChannelRegistry::on_credit_operation(ChannelState& channel, const transport
 void ChannelRegistry::on_notification(const transport::Completion& completion) noexcept {
   Notification notification = decode_notification(completion.notification);
   ChannelState* channel = find(notification.channel_id);
-  if (channel == nullptr && notification.channel_id != 0 && notification.channel_id <= channels_.size()) {
+  if (channel == nullptr && closed_since(notification.channel_id)) {
     ++stats_.late_notifications;  // for a channel closed since: its memory is still reserved
     return;
   }

@@ -159,6 +159,10 @@ class ChannelRegistry final : public messaging::ChannelEvents {
     ChannelState* channel = find_even_closed(id);
     return channel == nullptr || channel->closed ? nullptr : channel;
   }
+  // An id this registry handed out whose channel is closed since (find() gives nullptr).
+  [[nodiscard]] bool closed_since(std::uint32_t id) noexcept {
+    return id != 0 && id <= channels_.size() && find(id) == nullptr;
+  }
   [[nodiscard]] ChannelState* find_even_closed(std::uint32_t id) noexcept {
     return id == 0 || id > channels_.size() ? nullptr : channels_[id - 1].get();
   }

@@ -100,7 +100,6 @@ RunSummary summarise(std::span<const RankReport> reports, const Problem& problem
   summary.halo_bytes_per_s = median_s > 0 ? halo_bytes / median_s : 0.0;
   summary.mflops = median_s > 0 ? flops / median_s / 1e6 : 0.0;
   summary.analytic_relative_error = max_exact > 0 ? max_error / max_exact : max_error;
-  summary.analytic_max_exact = max_exact;
   return summary;
 }
 

@@ -35,7 +35,6 @@ struct RunSummary {
   double mflops = 0;               // stencil flops per iteration / median iteration time
   std::uint64_t checksum = 0;      // sum of the ranks' checksums
   double analytic_relative_error = 0;
-  double analytic_max_exact = 0;  // the exact solution's largest value (the check's scale)
   // Verification outcome.
   bool verified = false;
   std::string verification;        // one sentence: what was compared and how it went

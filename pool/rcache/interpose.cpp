@@ -66,8 +66,7 @@ std::atomic<std::size_t> g_attached_bytes[kAttachmentSlots];
 std::size_t segment_bytes(int id) noexcept {
   shmid_ds status{};
   if (::syscall(SYS_shmctl, id, IPC_STAT, &status) != 0) return 0;
-  auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  return (status.shm_segsz + page - 1) / page * page;
+  return (status.shm_segsz + kPageBytes - 1) / kPageBytes * kPageBytes;
 }
 
 // A record of the same address is replaced (an attachment over one that was unmapped).
