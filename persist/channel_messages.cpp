@@ -146,7 +146,8 @@ ChannelState* ChannelRegistry::channel_of_message(int source, std::uint64_t bits
 void ChannelRegistry::take_message_credits(int source, std::uint64_t bits) noexcept {
   Notification notification = decode_notification(bits);
   if (notification.slot == kFailureSlot) return on_peer_side_failed(source, bits);
-  if (notification.slot == kClosedSlot) return on_peer_closed(source, bits);
+  if (notification.slot == kClosedSlot || notification.slot == kClosedAskingAckSlot)
+    return on_peer_closed(source, bits);
   if (notification.slot == kClosedAckSlot) return on_close_acked(source, bits);
   if (notification.slot != kCreditSlot) return reject("a credit word that names a slot", bits);
   if (ChannelState* channel = channel_of_message(source, bits)) take_credit(*channel, notification.value);

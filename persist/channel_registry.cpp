@@ -219,8 +219,10 @@ void ChannelRegistry::send_close_notice(ChannelState& channel) noexcept {
     return;
   }
   if (engine_.peer_dead(channel.shape.peer)) return;
+  bool asks_ack = channel.role == Role::receive && !channel.memory_from_pool;
   channel.close_notice_sent = engine_.send_channel_word(
-      channel.shape.peer, encode({channel.peer_channel_id, kClosedSlot, static_cast<std::uint32_t>(count)}));
+      channel.shape.peer, encode({channel.peer_channel_id, asks_ack ? kClosedAskingAckSlot : kClosedSlot,
+                                  static_cast<std::uint32_t>(count)}));
   if (!channel.close_notice_sent)
     log::info("persist", "rank {} was not told that its channel's peer (tag {}) closed", channel.shape.peer,
               channel.shape.tag);
@@ -230,7 +232,8 @@ void ChannelRegistry::send_close_notice(ChannelState& channel) noexcept {
 void ChannelRegistry::on_peer_closed(int source, std::uint64_t bits) noexcept {
   ChannelState* channel = channel_of_message(source, bits);
   if (channel == nullptr) return;  // closed (counted) or rejected
-  if (channel->phase == Phase::failed) return owe_close_ack(*channel);  // no more writes from it, but say so
+  if (decode_notification(bits).slot == kClosedAskingAckSlot) owe_close_ack(*channel);
+  if (channel->phase == Phase::failed) return;  // failed here
   if (channel->peer_closed) return reject("a second close notice", bits);
   auto count = peer_count_at_close(channel->role, count_at_close(*channel), decode_notification(bits).value,
                                    channel->shape.slots);
@@ -241,7 +244,6 @@ void ChannelRegistry::on_peer_closed(int source, std::uint64_t bits) noexcept {
 void ChannelRegistry::note_peer_closed(ChannelState& channel, std::uint64_t count) noexcept {
   channel.peer_closed = true;
   channel.peer_closed_count = count;
-  owe_close_ack(channel);
   if (channel.role == Role::send && count < channel.send.started)
     log::warn("persist", "rank {} closed its receive channel (tag {}) without taking the last {} of the {} messages "
               "this side started", channel.shape.peer, channel.shape.tag, channel.send.started - count,

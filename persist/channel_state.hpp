@@ -170,6 +170,10 @@ static_assert(kMaxChannelSlots < kClosedSlot);
 // gives that memory back only then.
 inline constexpr std::uint32_t kClosedAckSlot = 0xffc;
 static_assert(kMaxChannelSlots < kClosedAckSlot);
+// Slot kClosedAskingAckSlot: kClosedSlot from a receive side on the user's memory, which
+// waits for kClosedAckSlot (others ask none: no message follows their close).
+inline constexpr std::uint32_t kClosedAskingAckSlot = 0xffb;
+static_assert(kMaxChannelSlots < kClosedAskingAckSlot);
 // The peer's whole count from the low 32 bits of its close notice, given this side's own
 // `here`: a send side's receiver took at most `slots` fewer than it started (credits), a
 // receive side's sender started at most `slots` more than it took. nullopt: no peer could.
