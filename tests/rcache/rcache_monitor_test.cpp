@@ -194,9 +194,9 @@ TEST(RcacheMonitor, ConcurrentEvictionNeverTakesAHeldEntry) {
     }
   };
   std::atomic<bool> stop{false};
-  std::thread invalidator([&] {
+  std::thread invalidator([&] {  // the even buffers only: the odd ones fill the cache and make it evict
     std::mt19937 random(99);
-    while (!stop) cache->invalidate(buffers + (random() % kBuffers) * 4 * kPage, 4 * kPage);
+    while (!stop) cache->invalidate(buffers + (random() % kBuffers & ~std::size_t{1}) * 4 * kPage, 4 * kPage);
   });
   std::vector<std::thread> threads;
   for (unsigned t = 0; t < 4; ++t) threads.emplace_back(worker, t + 11);
@@ -207,7 +207,7 @@ TEST(RcacheMonitor, ConcurrentEvictionNeverTakesAHeldEntry) {
   EXPECT_EQ(failures, 0);
   RcacheStats stats = cache->stats();
   EXPECT_EQ(stats.entries_in_use, 0u);
-  EXPECT_GT(stats.evictions, 10u);  // 49-325 seen: the invalidations leave room too
+  EXPECT_GT(stats.evictions, 10u);  // by the odd buffers, however the threads are scheduled
   EXPECT_GT(stats.invalidations, 1000u);
   cache->flush();
   EXPECT_EQ(cache->stats().entries_held, 0u);
