@@ -25,6 +25,10 @@ namespace {
 
 constexpr auto kKillAfterTerm = std::chrono::milliseconds(2000);
 constexpr auto kKillAfterInterrupt = std::chrono::milliseconds(5000);
+constexpr int kExitCodeWithoutFinalize = 1;
+constexpr const char* kExitedWithoutFinalize =
+    "exited with code 0 without finalizing: it connected to the PMIx server and never called PMIx_Finalize "
+    "(a tether::Runtime destroyed before exit calls it; exit() from elsewhere, _exit() or quick_exit() skip it)";
 
 // fputs, not fmt::print: a closed stderr (a reader that quit) must not abort the launcher.
 void say(std::string_view text) { std::fputs(fmt::format("tether-run: {}\n", text).c_str(), stderr); }
@@ -150,17 +154,22 @@ void Job::reap_children() {
 void Job::on_rank_ended(int rank, int wait_status) {
   Rank& ended = ranks_[static_cast<std::size_t>(rank)];
   ended.running = false;
-  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) return;
-  std::string text = fmt::format("rank {} (pid {}) {}", rank, ended.pid, describe_wait_status(wait_status));
+  bool exited_zero = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
+  // Exit code 0 ends a rank well unless it left the PMIx job open: its peers may still
+  // wait for it in a fence or a message (mpirun fails such a job too).
+  if (exited_zero && server_.stage(rank) != ClientStage::connected) return;
+  std::string text = fmt::format("rank {} (pid {}) {}", rank, ended.pid,
+                                 exited_zero ? kExitedWithoutFinalize : describe_wait_status(wait_status));
+  int exit_code = exited_zero ? kExitCodeWithoutFinalize : exit_code_of(wait_status);
   if (stopping_) {
     log::info("launch", "{}", text);
     return;
   }
   bool first = !first_failure_.has_value();
-  record_failure(text, exit_code_of(wait_status));
+  record_failure(text, exit_code);
   if (running_count() == 0) return;
   say(fmt::format("{}; telling ranks {}", text, running_ranks()));
-  server_.notify_death(rank, exit_code_of(wait_status), text);
+  server_.notify_death(rank, exit_code, text);
   if (first) terminate_at_ = Clock::now() + options_.kill_after;
 }
 

@@ -48,12 +48,17 @@ Expected<void> call_and_wait(std::string_view what, Start start) {
 
 PmixServer* server_of(void* server_object) { return static_cast<PmixServer*>(server_object); }
 
-pmix_status_t on_client_connected(const pmix_proc_t*, void*, pmix_op_cbfunc_t, void*) {
+// Both answered before the client's PMIx_Init or PMIx_Finalize returns: a rank that exits
+// after PMIx_Finalize is seen as finalized.
+pmix_status_t on_client_connected(const pmix_proc_t* proc, void* server_object, pmix_op_cbfunc_t, void*) {
+  if (server_object == nullptr) return PMIX_OPERATION_SUCCEEDED;
+  server_of(server_object)->record_stage(static_cast<int>(proc->rank), ClientStage::connected);
   return PMIX_OPERATION_SUCCEEDED;
 }
 
 pmix_status_t on_client_finalized(const pmix_proc_t* proc, void* server_object, pmix_op_cbfunc_t, void*) {
-  if (server_object != nullptr) server_of(server_object)->record_finalized(static_cast<int>(proc->rank));
+  if (server_object == nullptr) return PMIX_OPERATION_SUCCEEDED;
+  server_of(server_object)->record_stage(static_cast<int>(proc->rank), ClientStage::finalized);
   return PMIX_OPERATION_SUCCEEDED;
 }
 
@@ -161,8 +166,8 @@ Expected<std::unique_ptr<PmixServer>> PmixServer::start(const std::string& tmpdi
 
 PmixServer::PmixServer(std::string job_id, Placement placement, int wake_fd)
     : job_id_(std::move(job_id)), placement_(std::move(placement)), ranks_(placement_.ranks()), wake_fd_(wake_fd),
-      finalized_(new std::atomic<bool>[static_cast<std::size_t>(ranks_)]) {
-  for (int rank = 0; rank < ranks_; ++rank) finalized_[static_cast<std::size_t>(rank)] = false;
+      stages_(new std::atomic<ClientStage>[static_cast<std::size_t>(ranks_)]) {
+  for (int rank = 0; rank < ranks_; ++rank) stages_[static_cast<std::size_t>(rank)] = ClientStage::not_connected;
 }
 
 // PMIx 4.2.2 can crash or deadlock in PMIx_server_finalize after a client vanished
@@ -181,14 +186,14 @@ PmixServer::~PmixServer() {
     log::info("launch", "not finalizing the PMIx server: some ranks ended without PMIx_Finalize");
     // Its thread runs on and may still report a client's finalize: the flags it writes
     // stay allocated until the process exits.
-    static_cast<void>(finalized_.release());
+    static_cast<void>(stages_.release());
   }
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 
 bool PmixServer::every_rank_finalized() const {
   for (int rank = 0; rank < ranks_; ++rank)
-    if (!finalized(rank)) return false;
+    if (stage(rank) != ClientStage::finalized) return false;
   return true;
 }
 
@@ -252,10 +257,10 @@ std::vector<AbortRequest> PmixServer::take_aborts() {
   return taken;
 }
 
-bool PmixServer::finalized(int rank) const { return finalized_[static_cast<std::size_t>(rank)].load(); }
+ClientStage PmixServer::stage(int rank) const { return stages_[static_cast<std::size_t>(rank)].load(); }
 
-void PmixServer::record_finalized(int rank) {
-  if (rank >= 0 && rank < ranks_) finalized_[static_cast<std::size_t>(rank)] = true;
+void PmixServer::record_stage(int rank, ClientStage stage) {
+  if (rank >= 0 && rank < ranks_) stages_[static_cast<std::size_t>(rank)] = stage;
 }
 
 void PmixServer::record_abort(AbortRequest request) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -17,6 +18,9 @@
 namespace tether::launch {
 
 // A rank's call to PMIx_Abort, handed from the PMIx thread to the launcher's loop.
+// How far a rank's PMIx client got, as the PMIx thread reports it.
+enum class ClientStage : std::uint8_t { not_connected, connected, finalized };
+
 struct AbortRequest {
   int rank = -1;
   int exit_code = 1;
@@ -42,13 +46,13 @@ class PmixServer {
   // Readable when an abort request is waiting; the launcher's loop polls it.
   [[nodiscard]] int wake_fd() const { return wake_fd_; }
   std::vector<AbortRequest> take_aborts();
-  [[nodiscard]] bool finalized(int rank) const;
+  [[nodiscard]] ClientStage stage(int rank) const;
   [[nodiscard]] bool every_rank_finalized() const;
   [[nodiscard]] const std::string& job_id() const { return job_id_; }
   [[nodiscard]] const Placement& placement() const { return placement_; }
 
   // Called by the PMIx module callbacks (PMIx progress thread).
-  void record_finalized(int rank);
+  void record_stage(int rank, ClientStage stage);
   void record_abort(AbortRequest request);
 
  private:
@@ -60,7 +64,7 @@ class PmixServer {
   int ranks_;
   int wake_fd_;
   bool job_registered_ = false;
-  std::unique_ptr<std::atomic<bool>[]> finalized_;
+  std::unique_ptr<std::atomic<ClientStage>[]> stages_;
   std::mutex aborts_mutex_;
   std::vector<AbortRequest> aborts_;
 };

@@ -1,8 +1,8 @@
 // tether-launch-check: runs as every rank of a job. Checks the identity PMIx reports, puts
 // a rank-specific value, fences, fetches every peer's value and verifies it byte by byte.
 // Failure modes for the launcher tests: --die-rank R (SIGKILL itself before publishing),
-// --hang-rank R (sleep after the fence), --abort-rank R (Bootstrap::abort with code 7, or
-// --abort-code C).
+// --quit-rank R (_exit(0) there, without PMIx_Finalize), --hang-rank R (sleep after the
+// fence), --abort-rank R (Bootstrap::abort with code 7, or --abort-code C).
 #include <signal.h>
 #include <unistd.h>
 
@@ -27,6 +27,7 @@ constexpr std::string_view kKey = "launch-check.value";
 
 struct CheckOptions {
   int die_rank = -1;
+  int quit_rank = -1;
   int hang_rank = -1;
   int abort_rank = -1;
   int abort_code = 7;
@@ -44,6 +45,7 @@ CheckOptions parse(int argc, char** argv) {
     std::string_view flag(argv[i]);
     long value = std::strtol(argv[i + 1], nullptr, 10);
     if (flag == "--die-rank") options.die_rank = static_cast<int>(value);
+    else if (flag == "--quit-rank") options.quit_rank = static_cast<int>(value);
     else if (flag == "--hang-rank") options.hang_rank = static_cast<int>(value);
     else if (flag == "--abort-rank") options.abort_rank = static_cast<int>(value);
     else if (flag == "--abort-code") options.abort_code = static_cast<int>(value);
@@ -74,7 +76,7 @@ int check_identity(const tether::Bootstrap& boot, const CheckOptions& options) {
   return 0;
 }
 
-// The survivors' side of --die-rank: operations naming the dead rank must fail, quickly.
+// The survivors' side of --die-rank and --quit-rank: operations naming the dead rank must fail, quickly.
 int expect_peer_death(tether::Bootstrap& boot, int dead) {
   const auto start = std::chrono::steady_clock::now();
   auto fenced = boot.fence();
@@ -126,6 +128,7 @@ int exchange_and_verify(tether::Bootstrap& boot, const CheckOptions& options) {
   if (auto put = boot.put(kKey, payload_of(rank, options.payload_bytes)); !put) return fail(rank, put.error().message());
   if (auto published = boot.publish(); !published) return fail(rank, published.error().message());
   if (options.die_rank >= 0) return expect_peer_death(boot, options.die_rank);
+  if (options.quit_rank >= 0) return expect_peer_death(boot, options.quit_rank);
   if (auto fenced = boot.fence(); !fenced) return fail(rank, fenced.error().message());
   std::uint64_t digest = fnv1a({});
   for (int peer = 0; peer < boot.size(); ++peer) {
@@ -154,6 +157,7 @@ int main(int argc, char** argv) {
   auto& bootstrap = **boot;
   if (int failed = check_identity(bootstrap, options)) return failed;
   if (bootstrap.rank() == options.die_rank) raise(SIGKILL);
+  if (bootstrap.rank() == options.quit_rank) _exit(0);
   if (bootstrap.rank() == options.abort_rank) bootstrap.abort(options.abort_code, "launch-check was asked to abort");
   int status = exchange_and_verify(bootstrap, options);
   if (bootstrap.rank() == options.hang_rank) std::this_thread::sleep_for(std::chrono::minutes(10));

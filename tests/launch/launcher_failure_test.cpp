@@ -38,6 +38,27 @@ TEST(TetherRunFailure, KilledRankIsNamedAndSurvivorsFailFast) {
   EXPECT_TRUE(scratch.entries().empty());
 }
 
+// A rank that exits 0 while connected to the PMIx server (no PMIx_Finalize) fails the job,
+// and its peers learn of it at once instead of waiting in the fence for
+// TETHER_BOOTSTRAP_TIMEOUT; with the old launcher the job took 30 s.
+TEST(TetherRunFailure, RankExitingWithoutFinalizeFailsTheJob) {
+  ScratchDir scratch;
+  auto outcome = run({tether_run(), "-n", "3", "--timeout", "45s", launch_check(), "--quit-rank", "1"},
+                     {scratch.env(), "TETHER_BOOTSTRAP_TIMEOUT=30s"}, kWatchdog);
+  ASSERT_FALSE(outcome.timed_out) << outcome.output;
+  EXPECT_EQ(outcome.exit_code, 1) << outcome.output;
+  std::regex named(R"(job failed: rank 1 \(pid \d+\) exited with code 0 without finalizing: .*PMIx_Finalize)");
+  EXPECT_TRUE(std::regex_search(outcome.output, named)) << outcome.output;
+  for (int survivor : {0, 2}) {
+    std::smatch found;
+    std::regex detected(fmt::format(R"(launch-check rank {}: detected death of rank 1 in (\d+) ms)", survivor));
+    ASSERT_TRUE(std::regex_search(outcome.output, found, detected)) << outcome.output;
+    EXPECT_LT(std::stol(found[1]), 10000) << outcome.output;
+  }
+  EXPECT_LT(outcome.elapsed, 20s);
+  EXPECT_TRUE(scratch.entries().empty());
+}
+
 // A survivor that learns of the death but keeps running is stopped after --kill-after;
 // the job still reports the first failure, not the SIGTERM that ended the survivor.
 TEST(TetherRunFailure, SurvivorsStillRunningAfterKillAfterAreStopped) {

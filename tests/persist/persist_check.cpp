@@ -1230,9 +1230,7 @@ void silent_peer_buffer(Runtime& runtime) {
     ReceiveChannel in = connected_receive(runtime, shape);
     hand_token(runtime, 1, shape.peer);  // its last progress: rank 0 writes only after this token
     std::this_thread::sleep_for(std::chrono::seconds(4));
-    fmt::print("rank 1: silent-peer-buffer passed\n");
-    std::fflush(nullptr);
-    ::_exit(0);  // rank 0 counts this rank as gone: no barrier
+    return;  // rank 0 counts this rank as gone: no closing barrier
   }
   SendChannel out = connected_send(runtime, shape);
   hand_token(runtime, 1, shape.peer);
@@ -1248,9 +1246,6 @@ void silent_peer_buffer(Runtime& runtime) {
   CHECK(status == Status::error && out.last_error().code == tether::Errc::peer_unreachable,
         "next_buffer() with the peer silent for 3 s: status {} {}", static_cast<int>(status),
         out.last_error().message());
-  if (tether::testing::rank_checks_passed()) fmt::print("rank 0: silent-peer-buffer passed\n");
-  std::fflush(nullptr);
-  ::_exit(tether::testing::rank_checks_passed() ? 0 : 1);
 }
 
 // Rank 1 already waits for a second message of a partitioned channel when rank 0 starts it,
@@ -1365,7 +1360,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   found->second(**runtime);
-  (void)(*runtime)->barrier();
+  if (found->first != "silent-peer-buffer") (void)(*runtime)->barrier();  // there a peer counts as gone
   if (tether::testing::rank_checks_passed()) fmt::print("rank {}: {} passed\n", (*runtime)->rank(), found->first);
   return tether::testing::rank_checks_passed() ? 0 : 1;
 }
