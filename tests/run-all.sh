@@ -43,10 +43,12 @@ if [ "${TETHER_TEST_QUICK:-0}" != 1 ]; then
   # the tcp-own and launcher code this stage already runs on lo. The job scenarios over
   # libfabric (names ..._ofishm, ..._ofitcp, and libfabric tcp's ..._tcpsend, _tcprma,
   # _tcpmixed) repeat the engine's and channels' code that the shm-own and tcp-own jobs run
-  # here; the ofi backend's own tests (TransportTest, KeyScope) stay. The soak runs and the
-  # start-up benchmark against mpirun (about 35 s under ASan) repeat those jobs' code.
+  # here; the ofi backend's own tests (TransportTest, KeyScope) stay. So do the job scenarios
+  # over the hybrid transport (shm-own and tcp-own together: MessagingHybridTest and the
+  # halo apps' hybrid runs stay). The soak runs and the start-up benchmark against mpirun
+  # (about 35 s under ASan) repeat those jobs' code.
   ASAN_OPTIONS=detect_leaks=0 run_ctest build/asan -LE "mpi|matrix|netns|slurm" \
-    -E "ScenarioPasses/.*_(ofi|tcpsend|tcprma|tcpmixed)|^Soak\.|^BenchSmoke\.startup_vs_mpi$"
+    -E "ScenarioPasses/.*_(ofi|tcpsend|tcprma|tcpmixed|hybrid)|^Soak\.|^BenchSmoke\.startup_vs_mpi$"
   echo "== TSan build and the threaded tests (names with Thread or Concurrent)"
   build build/tsan -DCMAKE_BUILD_TYPE=Debug "${line_tables[@]}" "${unity[@]}" -DTETHER_SANITIZE=thread -DTETHER_BUILD_BENCH=OFF \
     --target tether-thread-tests
