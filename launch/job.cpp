@@ -27,8 +27,9 @@ constexpr auto kKillAfterTerm = std::chrono::milliseconds(2000);
 constexpr auto kKillAfterInterrupt = std::chrono::milliseconds(5000);
 constexpr int kExitCodeWithoutFinalize = 1;
 constexpr const char* kExitedWithoutFinalize =
-    "exited with code 0 without finalizing: it connected to the PMIx server and never called PMIx_Finalize "
-    "(a tether::Runtime destroyed before exit calls it; exit() from elsewhere, _exit() or quick_exit() skip it)";
+    "exited with code 0 without finalizing: it connected to the PMIx server, which never heard its PMIx_Finalize "
+    "(a tether::Runtime destroyed before exit calls it; exit() from elsewhere, _exit() or quick_exit() skip it; "
+    "or the rank's host lost its link to the server)";
 
 // fputs, not fmt::print: a closed stderr (a reader that quit) must not abort the launcher.
 void say(std::string_view text) { std::fputs(fmt::format("tether-run: {}\n", text).c_str(), stderr); }
@@ -110,7 +111,7 @@ void Job::dispatch(const std::vector<pollfd>& fds) {
       on_signal(static_cast<int>(info.ssi_signo));
   }
   for (const pollfd& p : fds)
-    if (p.revents != 0 && p.fd != signal_fd_ && p.fd != server_.wake_fd()) output_.on_readable(p.fd);
+    if (p.revents != 0 && p.fd != signal_fd_ && p.fd != server_.wake_fd()) output_.on_ready(p.fd);
 }
 
 void Job::on_signal(int signal_number) {

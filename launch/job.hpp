@@ -25,6 +25,8 @@ class Job {
       std::vector<int> rank_cpus = {});
   // Starts every rank, runs until they all ended, and returns tether-run's exit code.
   int run();
+  // The signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) that stopped the job, 0 if none did.
+  [[nodiscard]] int interrupted_by() const { return interrupted_by_; }
 
  private:
   using Clock = std::chrono::steady_clock;

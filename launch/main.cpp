@@ -59,7 +59,8 @@ tether::Expected<std::optional<tether::launch::SharedInterface>> open_hosts(
   return std::optional(*shared);
 }
 
-int run_job(const tether::launch::LaunchOptions& options, int signal_fd) {
+// `interrupted_by`: the signal that stopped the job, 0 if none.
+int run_job(const tether::launch::LaunchOptions& options, int signal_fd, int& interrupted_by) {
   auto rank_cpus = tether::launch::cpus_for_ranks(options.binding, options.ranks);
   if (!rank_cpus) return launcher_failed(rank_cpus.error());
   tether::launch::NetworkNamespaces hosts;
@@ -71,7 +72,22 @@ int run_job(const tether::launch::LaunchOptions& options, int signal_fd) {
   auto server = tether::launch::PmixServer::start(directory->path(), std::move(placement), *listen_on);
   if (!server) return launcher_failed(server.error());
   tether::launch::Job job(options, **server, hosts, signal_fd, std::move(*rank_cpus));
-  return job.run();
+  int status = job.run();
+  interrupted_by = job.interrupted_by();
+  return status;
+}
+
+// Ends tether-run by `signal_number` with its default action, which the shell that ran it
+// then sees: a loop of jobs stops at Ctrl-C instead of going on to the next (an exit code
+// of 130 reads as a program that handled the signal itself). Not SIGQUIT: no core dump.
+void die_by(int signal_number) {
+  if (signal_number == SIGQUIT) return;
+  signal(signal_number, SIG_DFL);
+  raise(signal_number);  // pending: the signal is blocked (it went to the signalfd)
+  sigset_t only;
+  sigemptyset(&only);
+  sigaddset(&only, signal_number);
+  sigprocmask(SIG_UNBLOCK, &only, nullptr);
 }
 
 }  // namespace
@@ -91,9 +107,11 @@ int main(int argc, char** argv) {
     std::fputs(fmt::format("tether-run: signalfd failed: {} (raise the open-file limit)\n", std::strerror(errno)).c_str(), stderr);
     return kLauncherFailed;
   }
-  int status = run_job(*options, signal_fd);
+  int interrupted_by = 0;
+  int status = run_job(*options, signal_fd, interrupted_by);
   // The PMIx server may still have threads (see ~PmixServer): leave without running
   // static destructors under them. Everything of ours is cleaned up by now.
   std::fflush(nullptr);
+  if (interrupted_by != 0 && status == 128 + interrupted_by) die_by(interrupted_by);  // a failure before it decides
   _exit(status);
 }

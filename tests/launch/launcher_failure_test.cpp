@@ -171,6 +171,25 @@ TEST(TetherRunFailure, TimeoutStopsRanksWhileTheOutputPipeIsFull) {
   (void)shell.wait(kWatchdog);
 }
 
+// The same with --tag-output, whose lines tether-run writes itself: they wait in a queue
+// while the pipe is full, and the loop goes on. Its blocking write used to hold the loop,
+// so --timeout (and Ctrl-C) never came while the reader stalled.
+TEST(TetherRunFailure, TimeoutStopsRanksWhileTheTaggedOutputPipeIsFull) {
+  ScratchDir scratch;
+  ScratchDir pid_dir;
+  const std::string pids = pid_dir.path() + "/pids";
+  const char* script = "\"$0\" -n 1 --tag-output --timeout 2s /bin/sh -c \"echo \\$\\$ >> $1; exec yes\" | "
+                       "sh -c 'echo $$ >> $1.reader; exec sleep 30' reader \"$1\"";
+  Subprocess shell({"/bin/sh", "-c", script, tether_run(), pids}, {scratch.env()});
+  auto ranks = wait_for_pids(pids, 1);
+  ASSERT_EQ(ranks.size(), 1u);
+  EXPECT_TRUE(all_end_within(ranks, 8000ms)) << "rank " << ranks[0] << " outlived --timeout 2s";
+  for (pid_t reader : wait_for_pids(pids + ".reader", 1)) kill(reader, SIGKILL);  // the launcher then ends too
+  auto outcome = shell.wait(kWatchdog);
+  EXPECT_FALSE(outcome.timed_out) << outcome.output;
+  EXPECT_NE(outcome.output.find("timed out after 2 s"), std::string::npos) << outcome.output;
+}
+
 // --tag-output into a pipe whose reader quit (`| head -n 1`): the job ends as it does
 // without --tag-output, its rank killed by SIGPIPE; the launcher used to drop the lines
 // while the rank wrote on until --timeout (exit 124).
@@ -206,6 +225,7 @@ TEST(TetherRunFailure, ASignalTheParentIgnoresStaysIgnored) {
   kill(job.launcher->pid(), SIGTERM);
   auto outcome = job.launcher->wait(kWatchdog);
   EXPECT_EQ(outcome.exit_code, 128 + SIGTERM) << outcome.output;
+  EXPECT_EQ(outcome.killed_by, SIGTERM) << outcome.output;
   EXPECT_EQ(outcome.output.find("SIGINT"), std::string::npos) << outcome.output;
   EXPECT_EQ(outcome.output.find("SIGKILL"), std::string::npos) << outcome.output;
   EXPECT_LT(outcome.elapsed, 20s);
@@ -225,6 +245,7 @@ TEST(TetherRunFailure, ARankDeadBeforeAnInterruptIsTheFailure) {
   kill(launcher.pid(), SIGCONT);
   auto outcome = launcher.wait(kWatchdog);
   EXPECT_EQ(outcome.exit_code, 128 + SIGKILL) << outcome.output;
+  EXPECT_EQ(outcome.killed_by, 0) << outcome.output;  // the rank's death decides, not the interrupt
   EXPECT_TRUE(std::regex_search(
       outcome.output, std::regex(fmt::format(R"(job failed: rank \d \(pid {}\) was killed by signal 9)", ranks[1]))))
       << outcome.output;
@@ -251,6 +272,7 @@ TEST(TetherRunFailure, InterruptIsForwardedAndThePrivateDirectoryRemoved) {
   auto outcome = launcher.wait(kWatchdog);
   ASSERT_FALSE(outcome.timed_out) << outcome.output;
   EXPECT_EQ(outcome.exit_code, 128 + SIGINT) << outcome.output;
+  EXPECT_EQ(outcome.killed_by, SIGINT) << "a shell loop around tether-run would not stop\n" << outcome.output;
   EXPECT_NE(outcome.output.find("got SIGINT: forwarded it to ranks"), std::string::npos) << outcome.output;
   EXPECT_LT(outcome.elapsed, 20s);
   EXPECT_TRUE(scratch.entries().empty()) << scratch.entries().front();

@@ -103,6 +103,7 @@ Outcome Subprocess::wait(std::chrono::milliseconds watchdog) {
   while (Clock::now() < drain_until && read_some(50)) {
   }
   outcome.exit_code = exit_code_of(status);
+  outcome.killed_by = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   outcome.output = std::move(output_);
   outcome.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started_);
   return outcome;

@@ -13,6 +13,7 @@ namespace tether::testing {
 
 struct Outcome {
   int exit_code = -1;       // exit code, or 128 + signal
+  int killed_by = 0;        // the signal that ended it, 0 if it exited
   bool timed_out = false;   // the watchdog had to stop it
   std::string output;       // stdout and stderr, interleaved
   std::chrono::milliseconds elapsed{0};

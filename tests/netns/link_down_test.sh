@@ -7,7 +7,8 @@
 #     (plus 2 s of scheduling slack) of the link going down;
 #   - rank 2 likewise reports rank 0 on host 1 unreachable;
 #   - ranks 0 and 1 keep exchanging verified messages afterwards;
-#   - the job ends by itself with exit code 0 (a 60 s watchdog catches hangs).
+#   - the job ends by itself (a 60 s watchdog catches hangs) with exit code 1, tether-run
+#     naming rank 2 as ended without finalizing: its host lost the PMIx server too.
 # Exit 0 = pass, 77 = skipped (not root), 1 = failed.
 set -uo pipefail
 tether_run=$1 checker=$2
@@ -34,7 +35,9 @@ echo "host 3's link is down"
 wait "$job"
 status=$?
 ((status != 124 && status != 137)) || fail "the job hung: stopped by the watchdog (exit $status)"
-((status == 0)) || fail "tether-run exited with $status"
+((status == 1)) || fail "tether-run exited with $status, expected 1 (rank 2 could not finalize)"
+grep -qE "job failed: rank 2 \(pid [0-9]+\) exited with code 0 without finalizing" "$work/out" ||
+  fail "tether-run did not name rank 2 as ended without finalizing"
 
 # lost LOSER PEER PEER_HOST: the loss line, checked for the error and its timing.
 lost() {
