@@ -40,20 +40,21 @@ launch_for() {  # ranks
   if [[ $launch == mpirun* ]] && (($1 <= $(nproc))); then echo "$launch -x TETHER_YIELD=off"; else echo "$launch"; fi
 }
 
-# One job with every mode: "mode median_us" per mode (median over ranks of each rank's
-# fastest round).
+# One job with every mode: "mode median_us paired" per mode (median over ranks of each
+# rank's fastest round; the paired speed-up over mpi, the first mode: median over rounds of
+# the same round's ratio).
 time_per_iteration_us() {  # ranks n iterations modes(comma-separated)
   $(launch_for "$1") -n "$1" "$halo2d" --n "$2" --iterations "$3" --comm "$4" --rounds "$repeats" --csv --verify auto |
     awk -F, 'NR > 1 { if ($16 != "yes") { print "run-bench: --comm " $2 " was not verified" > "/dev/stderr"; exit 1 }
-                      print $2, $11 }' || {
+                      print $2, $11, $18 }' || {
     echo "run-bench: halo2d -n $1 --n $2 --comm $4 failed or was not verified" >&2; exit 1; }
 }
 
 data=$out/halo2d-modes.dat
 {
   echo "# halo2d --comm modes in one job per row group, $repeats rounds (each rank's fastest), median over ranks;" \
-    "speed-up = mpi time / mode time"
-  printf '# %-8s %-6s %-12s %18s %16s\n' Ranks N Comm "Iter median (us)" "Speed-up vs mpi"
+    "speed-up = mpi time / mode time; paired = median over rounds of that ratio in the same round"
+  printf '# %-8s %-6s %-12s %18s %16s %14s\n' Ranks N Comm "Iter median (us)" "Speed-up vs mpi" "Paired vs mpi"
 } | tee "$data"
 # The modes take turns within each round of the job, so a slow stretch of the machine
 # falls on all of them.
@@ -65,17 +66,17 @@ for ranks in $ranks_list; do
   for n in $sizes; do
     iterations=$iterations_small
     ((n <= 1024)) || iterations=$iterations_large
-    declare -A best=()
+    declare -A best=() paired=()
     job=$(time_per_iteration_us "$ranks" "$n" "$iterations" "$mode_list")
-    while read -r mode us; do best[$mode]=$us; done <<<"$job"
+    while read -r mode us ratio; do best[$mode]=$us paired[$mode]=$ratio; done <<<"$job"
     for mode in $ordered_modes; do
       [ -n "${best[$mode]:-}" ] || { echo "run-bench: the job printed no row for --comm $mode" >&2; exit 1; }
     done
     for mode in $ordered_modes; do
-      printf '  %-8s %-6s %-12s %18.2f %16.3f\n' "$ranks" "$n" "$mode" "${best[$mode]}" \
-        "$(awk -v b="${best[mpi]}" -v t="${best[$mode]}" 'BEGIN { print b / t }')" | tee -a "$data"
+      printf '  %-8s %-6s %-12s %18.2f %16.3f %14.3f\n' "$ranks" "$n" "$mode" "${best[$mode]}" \
+        "$(awk -v b="${best[mpi]}" -v t="${best[$mode]}" 'BEGIN { print b / t }')" "${paired[$mode]}" | tee -a "$data"
     done
-    unset best
+    unset best paired
   done
 done
 

@@ -146,6 +146,7 @@ struct ModeRun {
   std::unique_ptr<HaloExchange> exchange;
   RankReport fastest{};
   bool ran = false;
+  std::vector<double> round_seconds;  // this rank's time of each round, in order
 };
 
 // Every mode must see this process as the same rank of the same job.
@@ -179,6 +180,7 @@ Expected<void> run_mode(ModeRun& mode, Block& block, const Problem& problem, con
   if (auto ready = mode.backend->barrier(); !ready) return ready;
   auto times = run_iterations(block, problem, plan, *mode.exchange, settings);
   if (!times) return tl::unexpected(times.error());
+  mode.round_seconds.push_back(times->total_s);
   if (!mode.ran || times->total_s < mode.fastest.total_s) {
     mode.fastest.total_s = times->total_s;
     mode.fastest.comm_s = times->comm_s;
@@ -186,6 +188,11 @@ Expected<void> run_mode(ModeRun& mode, Block& block, const Problem& problem, con
   }
   mode.ran = true;
   return {};
+}
+
+// Each mode against the first listed, round by round (RankReport::paired_speedup).
+void pair_rounds(std::vector<ModeRun>& modes) {
+  for (ModeRun& mode : modes) mode.fastest.paired_speedup = paired_speedup(modes[0].round_seconds, mode.round_seconds);
 }
 
 // The field `mode` left: its checksum and analytic error, for rank 0's verdict.
@@ -233,6 +240,7 @@ int run_with_backends(AppOptions& options, std::vector<ModeRun>& modes) {
       if (round == options.rounds - 1) record_field(mode, block, problem, plan, options);
     }
   }
+  pair_rounds(modes);
   for (ModeRun& mode : modes) mode.exchange.reset();  // persistent requests go before the process groups do
 
   std::vector<RunSummary> summaries;
@@ -298,7 +306,7 @@ Expected<std::vector<ModeRun>> start_modes(const std::string& list, int& argc, c
   for (const CommMode* mode : *listed) {
     auto backend = mode->start(argc, argv);
     if (!backend) return tl::unexpected(backend.error());
-    modes.push_back(ModeRun{std::string(mode->name), std::move(*backend), nullptr, {}, false});
+    modes.push_back(ModeRun{std::string(mode->name), std::move(*backend), nullptr, {}, false, {}});
   }
   return modes;
 }

@@ -10,12 +10,6 @@
 namespace tether::apps {
 namespace {
 
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  std::size_t middle = values.size() / 2;
-  return values.size() % 2 == 1 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
-}
-
 std::string json_escape(std::string_view text) {
   std::string escaped;
   for (char c : text) {
@@ -49,15 +43,15 @@ std::string table_row(const RunSummary& s) {
 
 constexpr std::string_view kCsvHeader =
     "app,comm,ranks,procs,grid,radius,fields,iterations,compute_us,iter_us_min,iter_us_median,"
-    "comm_share_percent,halo_mb_per_s,mflops,checksum,verified,overlap\n";
+    "comm_share_percent,halo_mb_per_s,mflops,checksum,verified,overlap,paired_speedup\n";
 
 std::string csv_row(const RunSummary& s) {
   return fmt::format(
-      "{},{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.2f},{:.3f},{:.3f},0x{:016x},{},{}\n",
+      "{},{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.2f},{:.3f},{:.3f},0x{:016x},{},{},{:.4f}\n",
       s.app, s.comm, s.ranks, format_procs(s.problem), format_cells(s.problem), s.problem.radius,
       s.problem.fields, s.problem.iterations, s.problem.compute_us, s.iteration_us_min, s.iteration_us_median,
       s.comm_share_percent, s.halo_bytes_per_s / 1e6, s.mflops, s.checksum, s.verified ? "yes" : "no",
-      s.overlap ? "on" : "off");
+      s.overlap ? "on" : "off", s.paired_speedup);
 }
 
 std::string format_json(const RunSummary& s) {
@@ -67,26 +61,41 @@ std::string format_json(const RunSummary& s) {
       "\"iteration_us\": {{\"min\": {:.3f}, \"median\": {:.3f}}}, \"comm_share_percent\": {:.2f}, "
       "\"halo_bytes_per_s\": {:.1f}, \"mflops\": {:.3f}, \"checksum\": \"0x{:016x}\", "
       "\"analytic_relative_error\": {:.3e}, \"verified\": {}, \"verification\": \"{}\", \"png\": {}, "
-      "\"overlap\": {}}}\n",
+      "\"overlap\": {}, \"paired_speedup\": {:.4f}}}\n",
       s.app, s.comm, s.ranks, format_procs(s.problem), format_cells(s.problem), s.problem.radius,
       s.problem.fields, s.problem.iterations, s.problem.compute_us, s.iteration_us_min, s.iteration_us_median,
       s.comm_share_percent, s.halo_bytes_per_s, s.mflops, s.checksum, s.analytic_relative_error,
       s.verified ? "true" : "false", json_escape(s.verification),
       s.png_path.empty() ? std::string("null") : fmt::format("\"{}\"", json_escape(s.png_path)),
-      s.overlap ? "true" : "false");
+      s.overlap ? "true" : "false", s.paired_speedup);
 }
 
 }  // namespace
+
+double median_of(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  std::size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
+}
+
+double paired_speedup(std::span<const double> reference_rounds, std::span<const double> mode_rounds) {
+  std::vector<double> ratios;
+  for (std::size_t round = 0; round < reference_rounds.size() && round < mode_rounds.size(); ++round)
+    if (mode_rounds[round] > 0) ratios.push_back(reference_rounds[round] / mode_rounds[round]);
+  return ratios.empty() ? 1.0 : median_of(std::move(ratios));
+}
 
 RunSummary summarise(std::span<const RankReport> reports, const Problem& problem) {
   RunSummary summary;
   summary.problem = problem;
   summary.ranks = static_cast<int>(reports.size());
-  std::vector<double> iteration_s, comm_share;
+  std::vector<double> iteration_s, comm_share, paired;
   double halo_bytes = 0, max_error = 0, max_exact = 0;
   for (const RankReport& report : reports) {
     iteration_s.push_back(report.total_s / problem.iterations);
     comm_share.push_back(report.total_s > 0 ? report.comm_s / report.total_s : 0.0);
+    paired.push_back(report.paired_speedup);
     halo_bytes += report.halo_bytes_per_iteration;
     summary.checksum += report.checksum;
     max_error = std::max(max_error, report.analytic_max_error);
@@ -96,6 +105,7 @@ RunSummary summarise(std::span<const RankReport> reports, const Problem& problem
   summary.iteration_us_min = *std::min_element(iteration_s.begin(), iteration_s.end()) * 1e6;
   summary.iteration_us_median = median_s * 1e6;
   summary.comm_share_percent = median_of(comm_share) * 100.0;
+  summary.paired_speedup = median_of(paired);
   double flops = static_cast<double>(total_cells(problem) * problem.fields * flops_per_cell(problem.radius, problem.dims));
   summary.halo_bytes_per_s = median_s > 0 ? halo_bytes / median_s : 0.0;
   summary.mflops = median_s > 0 ? flops / median_s / 1e6 : 0.0;

@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "apps/core/problem.hpp"
 
@@ -20,6 +21,10 @@ struct RankReport {
   std::uint64_t checksum = 0;
   double analytic_max_error = 0;
   double analytic_max_exact = 0;
+  // The first listed mode's time over this mode's in the same round, median over rounds:
+  // neighbouring rounds share the machine's slow and fast stretches, which fastest rounds
+  // taken apart do not (1 for the first mode, or with one round).
+  double paired_speedup = 1;
 };
 
 struct RunSummary {
@@ -33,6 +38,7 @@ struct RunSummary {
   double comm_share_percent = 0;   // median over ranks of comm time / loop time
   double halo_bytes_per_s = 0;     // all ranks' halo bytes per iteration / median iteration time
   double mflops = 0;               // stencil flops per iteration / median iteration time
+  double paired_speedup = 1;       // median over ranks of RankReport::paired_speedup
   std::uint64_t checksum = 0;      // sum of the ranks' checksums
   double analytic_relative_error = 0;
   // Verification outcome.
@@ -42,6 +48,10 @@ struct RunSummary {
 };
 
 [[nodiscard]] RunSummary summarise(std::span<const RankReport> reports, const Problem& problem);
+
+[[nodiscard]] double median_of(std::vector<double> values);
+// `reference_rounds[r] / mode_rounds[r]` over the rounds both ran, median (1 without any).
+[[nodiscard]] double paired_speedup(std::span<const double> reference_rounds, std::span<const double> mode_rounds);
 
 // Several modes of one run must leave the same field, bit for bit: where they do not,
 // every mode is marked not verified, with each mode's checksum named.

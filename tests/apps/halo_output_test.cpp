@@ -72,8 +72,8 @@ TEST(HaloRegistryTest, TetherModesAreBuiltAndPersistIsTheDefault) {
 
 TEST(HaloReportTest, SummaryTakesMinAndMedianOverRanks) {
   Problem problem{2, {100, 100, 1}, {3, 1, 1}, 1, 1, 10, 0};
-  std::vector<RankReport> reports = {{1.0, 0.5, 0.5, 800, 1, 0, 1}, {2.0, 0.5, 1.5, 800, 2, 0, 1},
-                                     {3.0, 0.3, 2.7, 800, 3, 0, 1}};
+  std::vector<RankReport> reports = {{1.0, 0.5, 0.5, 800, 1, 0, 1, 1.25}, {2.0, 0.5, 1.5, 800, 2, 0, 1, 0.5},
+                                     {3.0, 0.3, 2.7, 800, 3, 0, 1, 1.125}};
   RunSummary summary = summarise(reports, problem);
   EXPECT_DOUBLE_EQ(summary.iteration_us_min, 1e5);
   EXPECT_DOUBLE_EQ(summary.iteration_us_median, 2e5);
@@ -81,6 +81,7 @@ TEST(HaloReportTest, SummaryTakesMinAndMedianOverRanks) {
   EXPECT_DOUBLE_EQ(summary.halo_bytes_per_s, 2400 / 0.2);
   EXPECT_DOUBLE_EQ(summary.mflops, 1e4 * 6 / 0.2 / 1e6);
   EXPECT_EQ(summary.checksum, 6u);
+  EXPECT_DOUBLE_EQ(summary.paired_speedup, 1.125);
   summary.app = "halo2d";
   summary.comm = "mpi";
   summary.verification = "said \"ok\"";
@@ -92,8 +93,20 @@ TEST(HaloReportTest, SummaryTakesMinAndMedianOverRanks) {
   EXPECT_NE(format_summary(summary, OutputFormat::json).find("\"overlap\": false"), std::string::npos);
   EXPECT_NE(format_summary(summary, OutputFormat::table).find(" overlap=off\n"), std::string::npos);
   std::string csv = format_summary(summary, OutputFormat::csv);
-  EXPECT_NE(csv.find(",verified,overlap\n"), std::string::npos) << csv;
-  EXPECT_EQ(csv.substr(csv.size() - 5), ",off\n") << csv;
+  EXPECT_NE(csv.find(",verified,overlap,paired_speedup\n"), std::string::npos) << csv;
+  EXPECT_EQ(csv.substr(csv.size() - 12), ",off,1.1250\n") << csv;
+  EXPECT_NE(format_summary(summary, OutputFormat::json).find("\"paired_speedup\": 1.1250}"), std::string::npos);
+}
+
+// Each round's ratio leaves out what the machine did in other rounds: with one lucky round
+// for the reference, the fastest rounds taken apart say 2/3, the pairs 1 (ratios 2/3, 1, 1).
+TEST(HaloReportTest, PairedSpeedupIsTheMedianOfEachRoundsRatio) {
+  std::vector<double> reference = {2.0, 6.0, 9.0};
+  std::vector<double> mode = {3.0, 6.0, 9.0};
+  EXPECT_DOUBLE_EQ(paired_speedup(reference, mode), 1.0);
+  EXPECT_DOUBLE_EQ(paired_speedup(reference, reference), 1.0);
+  EXPECT_DOUBLE_EQ(paired_speedup(std::vector<double>{4.0, 4.0}, std::vector<double>{2.0, 1.0}), 3.0);
+  EXPECT_DOUBLE_EQ(paired_speedup(reference, {}), 1.0);  // no round in common
 }
 
 // Several modes of one job: one table header naming them all and a row each, one CSV
