@@ -25,17 +25,17 @@ run_ctest() {  # run_ctest DIR [ctest options...]
 source tests/compile-options.sh  # line_tables, unity
 
 mkdir -p build
-echo "== release build and tests"
+echo "== release build and tests (at ${SECONDS} s)"
 build build/release -DCMAKE_BUILD_TYPE=RelWithDebInfo "${line_tables[@]}" "${unity[@]}"
 run_ctest build/release
 
-echo "== installed package: find_package(tether) and pkg-config consumers"
+echo "== installed package: find_package(tether) and pkg-config consumers (at ${SECONDS} s)"
 rm -rf build/stage build/consumer
 cmake --install build/release --prefix "$PWD/build/stage" >/dev/null
 bash tests/consumer/check.sh "$PWD/build/stage" build/consumer || failures=$((failures + 1))
 
 if [ "${TETHER_TEST_QUICK:-0}" != 1 ]; then
-  echo "== ASan+UBSan build and tests"
+  echo "== ASan+UBSan build and tests (at ${SECONDS} s)"
   build build/asan -DCMAKE_BUILD_TYPE=Debug "${line_tables[@]}" "${unity[@]}" -DTETHER_SANITIZE=address -DTETHER_BUILD_BENCH=OFF
   # Release only: the halo apps' mpirun runs (label mpi) exercise Open MPI more than tether,
   # their rank-count and radius runs (label matrix) add combinations, not code, and the
@@ -45,20 +45,22 @@ if [ "${TETHER_TEST_QUICK:-0}" != 1 ]; then
   # _tcpmixed) repeat the engine's and channels' code that the shm-own and tcp-own jobs run
   # here; the ofi backend's own tests (TransportTest, KeyScope) stay. So do the job scenarios
   # over the hybrid transport (shm-own and tcp-own together: MessagingHybridTest and the
-  # halo apps' hybrid runs stay). The soak runs and the start-up benchmark against mpirun
-  # (about 35 s under ASan) repeat those jobs' code.
+  # halo apps' hybrid runs stay), and the pool-buffer sizes over tcp-own (the same engine
+  # paths as over shm-own; the user-buffer sizes run on both). The soak runs and the
+  # start-up benchmark against mpirun (about 35 s under ASan) repeat those jobs' code.
   ASAN_OPTIONS=detect_leaks=0 run_ctest build/asan -LE "mpi|matrix|netns|slurm" \
-    -E "ScenarioPasses/.*_(ofi|tcpsend|tcprma|tcpmixed|hybrid)|^Soak\.|^BenchSmoke\.startup_vs_mpi$"
-  echo "== TSan build and the threaded tests (names with Thread or Concurrent)"
+    -E "ScenarioPasses/(.*_(ofi|tcpsend|tcprma|tcpmixed|hybrid)|sizes_pool_.*_tcp_)|^Soak\.|^BenchSmoke\.startup_vs_mpi$"
+  echo "== TSan build and the threaded tests (names with Thread or Concurrent) (at ${SECONDS} s)"
   build build/tsan -DCMAKE_BUILD_TYPE=Debug "${line_tables[@]}" "${unity[@]}" -DTETHER_SANITIZE=thread -DTETHER_BUILD_BENCH=OFF \
     --target tether-thread-tests
   TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" run_ctest build/tsan -R "Thread|Concurrent"
   # 6 s per target here (two at a time), 10 s by default in tests/fuzz/run.sh.
   export TETHER_FUZZ_SECONDS=${TETHER_FUZZ_SECONDS:-6}
-  echo "== libFuzzer targets of the wire decoders, $TETHER_FUZZ_SECONDS s each (tests/fuzz)"
+  echo "== libFuzzer targets of the wire decoders, $TETHER_FUZZ_SECONDS s each (tests/fuzz) (at ${SECONDS} s)"
   bash tests/fuzz/run.sh build/fuzz || failures=$((failures + 1))
 fi
 
+echo "== done (at ${SECONDS} s)"
 if ((failures)); then
   echo "tether: $failures test stage(s) failed"
   exit 1
