@@ -46,16 +46,18 @@ if [ "${TETHER_TEST_QUICK:-0}" != 1 ]; then
   # here; the ofi backend's own tests (TransportTest, KeyScope) stay. So do the job scenarios
   # over the hybrid transport (shm-own and tcp-own together: MessagingHybridTest and the
   # halo apps' hybrid runs stay), and the pool-buffer sizes over tcp-own (the same engine
-  # paths as over shm-own; the user-buffer sizes run on both). The soak runs and the
-  # start-up benchmark against mpirun (about 35 s under ASan) repeat those jobs' code.
+  # paths as over shm-own; the user-buffer sizes run on both). The soak runs, the benchmark
+  # smoke runs, the halo apps' fault-injection and killed-rank runs and their sendrecv mode
+  # (the engine's send/receive, which the messaging jobs run) repeat code run here already.
   ASAN_OPTIONS=detect_leaks=0 run_ctest build/asan -LE "mpi|matrix|netns|slurm" \
-    -E "ScenarioPasses/(.*_(ofi|tcpsend|tcprma|tcpmixed|hybrid)|sizes_pool_.*_tcp_)|^Soak\.|^BenchSmoke\.startup_vs_mpi$"
+    -E "ScenarioPasses/(.*_(ofi|tcpsend|tcprma|tcpmixed|hybrid)|sizes_pool_.*_tcp_)|^Soak\.|^BenchSmoke\.|\
+^Halo[23]d\.(FaultCaught|RankKilled)\.|^Halo[23]d\.Verified\.sendrecv\."
   echo "== TSan build and the threaded tests (names with Thread or Concurrent) (at ${SECONDS} s)"
   build build/tsan -DCMAKE_BUILD_TYPE=Debug "${line_tables[@]}" "${unity[@]}" -DTETHER_SANITIZE=thread -DTETHER_BUILD_BENCH=OFF \
     --target tether-thread-tests
   TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" run_ctest build/tsan -R "Thread|Concurrent"
-  # 6 s per target here (two at a time), 10 s by default in tests/fuzz/run.sh.
-  export TETHER_FUZZ_SECONDS=${TETHER_FUZZ_SECONDS:-6}
+  # 5 s per target here (two at a time), 10 s by default in tests/fuzz/run.sh.
+  export TETHER_FUZZ_SECONDS=${TETHER_FUZZ_SECONDS:-5}
   echo "== libFuzzer targets of the wire decoders, $TETHER_FUZZ_SECONDS s each (tests/fuzz) (at ${SECONDS} s)"
   bash tests/fuzz/run.sh build/fuzz || failures=$((failures + 1))
 fi
