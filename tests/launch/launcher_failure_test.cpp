@@ -153,39 +153,36 @@ struct SleepingJob {
   std::vector<pid_t> ranks;
 };
 
+// tether-run -n 1 `options` --timeout 2s, its rank writing for ever (`yes`) into a pipe whose
+// reader sleeps 30 s (`redirect`: what else goes there): the rank must end within 8 s of
+// starting. Returns the launcher's outcome once the reader was killed.
+Outcome timeout_behind_a_stalled_reader(const std::string& options, const std::string& redirect) {
+  ScratchDir scratch;
+  ScratchDir pid_dir;
+  const std::string pids = pid_dir.path() + "/pids";
+  // The reader's pid goes to the file too, so it can be killed.
+  const std::string script = "\"$0\" -n 1 " + options + " --timeout 2s /bin/sh -c \"echo \\$\\$ >> $1; exec yes\" " +
+                             redirect + "| sh -c 'echo $$ >> $1.reader; exec sleep 30' reader \"$1\"";
+  Subprocess shell({"/bin/sh", "-c", script, tether_run(), pids}, {scratch.env()});
+  auto ranks = wait_for_pids(pids, 1);
+  EXPECT_EQ(ranks.size(), 1u);
+  EXPECT_TRUE(!ranks.empty() && all_end_within(ranks, 8000ms)) << "the rank outlived --timeout 2s";
+  for (pid_t reader : wait_for_pids(pids + ".reader", 1)) kill(reader, SIGKILL);  // the launcher then ends too
+  return shell.wait(kWatchdog);
+}
+
 // --timeout with the launcher's stderr a full pipe nobody reads (a stalled CI log): the
 // ranks are stopped at once. The message used to go first, and its write blocked the
 // SIGTERM until the reader went away.
 TEST(TetherRunFailure, TimeoutStopsRanksWhileTheOutputPipeIsFull) {
-  ScratchDir scratch;
-  ScratchDir pid_dir;
-  const std::string pids = pid_dir.path() + "/pids";
-  // The reader sleeps 30 s unless killed; its pid goes to the file too, so it can be.
-  const char* script = "\"$0\" -n 1 --timeout 2s /bin/sh -c \"echo \\$\\$ >> $1; exec yes\" 2>&1 | "
-                       "sh -c 'echo $$ >> $1.reader; exec sleep 30' reader \"$1\"";
-  Subprocess shell({"/bin/sh", "-c", script, tether_run(), pids}, {scratch.env()});
-  auto ranks = wait_for_pids(pids, 1);
-  ASSERT_EQ(ranks.size(), 1u);
-  EXPECT_TRUE(all_end_within(ranks, 8000ms)) << "rank " << ranks[0] << " outlived --timeout 2s";
-  for (pid_t reader : wait_for_pids(pids + ".reader", 1)) kill(reader, SIGKILL);  // the launcher then ends too
-  (void)shell.wait(kWatchdog);
+  (void)timeout_behind_a_stalled_reader("", "2>&1 ");
 }
 
 // The same with --tag-output, whose lines tether-run writes itself: they wait in a queue
 // while the pipe is full, and the loop goes on. Its blocking write used to hold the loop,
 // so --timeout (and Ctrl-C) never came while the reader stalled.
 TEST(TetherRunFailure, TimeoutStopsRanksWhileTheTaggedOutputPipeIsFull) {
-  ScratchDir scratch;
-  ScratchDir pid_dir;
-  const std::string pids = pid_dir.path() + "/pids";
-  const char* script = "\"$0\" -n 1 --tag-output --timeout 2s /bin/sh -c \"echo \\$\\$ >> $1; exec yes\" | "
-                       "sh -c 'echo $$ >> $1.reader; exec sleep 30' reader \"$1\"";
-  Subprocess shell({"/bin/sh", "-c", script, tether_run(), pids}, {scratch.env()});
-  auto ranks = wait_for_pids(pids, 1);
-  ASSERT_EQ(ranks.size(), 1u);
-  EXPECT_TRUE(all_end_within(ranks, 8000ms)) << "rank " << ranks[0] << " outlived --timeout 2s";
-  for (pid_t reader : wait_for_pids(pids + ".reader", 1)) kill(reader, SIGKILL);  // the launcher then ends too
-  auto outcome = shell.wait(kWatchdog);
+  auto outcome = timeout_behind_a_stalled_reader("--tag-output", "");
   EXPECT_FALSE(outcome.timed_out) << outcome.output;
   EXPECT_NE(outcome.output.find("timed out after 2 s"), std::string::npos) << outcome.output;
 }
