@@ -33,7 +33,7 @@ void TaggedOutput::add_rank(int rank, int stdout_fd, int stderr_fd) {
 
 void TaggedOutput::append_pollfds(std::vector<pollfd>& fds) const {
   for (const auto& stream : streams_)
-    if (stream.fd >= 0 && target_of(stream).queued.size() < kMostQueuedBytes)
+    if (stream.fd >= 0 && targets_[target_of(stream)].queued.size() < kMostQueuedBytes)
       fds.push_back(pollfd{stream.fd, POLLIN, 0});
   for (const auto& target : targets_)
     if (!target.queued.empty()) fds.push_back(pollfd{target.fd, POLLOUT, 0});
@@ -73,7 +73,7 @@ void TaggedOutput::drain() {
 }
 
 void TaggedOutput::emit_lines(Stream& stream, bool flush_partial) {
-  Target& target = target_of(stream);
+  Target& target = targets_[target_of(stream)];
   std::size_t start = 0;
   for (std::size_t end; (end = stream.pending.find('\n', start)) != std::string::npos; start = end + 1) {
     target.queued += fmt::format("[rank {}] ", stream.rank);

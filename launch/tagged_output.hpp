@@ -6,6 +6,7 @@
 #pragma once
 
 #include <poll.h>
+#include <unistd.h>
 
 #include <array>
 #include <string>
@@ -47,13 +48,10 @@ class TaggedOutput {
   void emit_lines(Stream& stream, bool flush_partial);
   void write_queued(Target& target, bool wait);
   void close_stream(Stream& stream);
-  Target& target_of(const Stream& stream) { return targets_[stream.target_fd == targets_[0].fd ? 0 : 1]; }
-  [[nodiscard]] const Target& target_of(const Stream& stream) const {
-    return targets_[stream.target_fd == targets_[0].fd ? 0 : 1];
-  }
+  [[nodiscard]] static std::size_t target_of(const Stream& stream) { return stream.target_fd == STDOUT_FILENO ? 0 : 1; }
 
   std::vector<Stream> streams_;
-  std::array<Target, 2> targets_{Target{1, {}}, Target{2, {}}};
+  std::array<Target, 2> targets_{Target{STDOUT_FILENO, {}}, Target{STDERR_FILENO, {}}};
 };
 
 }  // namespace tether::launch

@@ -10,6 +10,13 @@
 namespace tether::apps {
 namespace {
 
+double median_of(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  std::size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
+}
+
 std::string json_escape(std::string_view text) {
   std::string escaped;
   for (char c : text) {
@@ -71,13 +78,6 @@ std::string format_json(const RunSummary& s) {
 }
 
 }  // namespace
-
-double median_of(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  std::size_t middle = values.size() / 2;
-  return values.size() % 2 == 1 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
-}
 
 double paired_speedup(std::span<const double> reference_rounds, std::span<const double> mode_rounds) {
   std::vector<double> ratios;

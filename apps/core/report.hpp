@@ -6,7 +6,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "apps/core/problem.hpp"
 
@@ -49,7 +48,6 @@ struct RunSummary {
 
 [[nodiscard]] RunSummary summarise(std::span<const RankReport> reports, const Problem& problem);
 
-[[nodiscard]] double median_of(std::vector<double> values);
 // `reference_rounds[r] / mode_rounds[r]` over the rounds both ran, median (1 without any).
 [[nodiscard]] double paired_speedup(std::span<const double> reference_rounds, std::span<const double> mode_rounds);
 

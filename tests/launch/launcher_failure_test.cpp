@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <initializer_list>
 #include <optional>
 #include <thread>
 
@@ -18,6 +19,16 @@
 namespace tether::testing {
 namespace {
 
+// Each survivor's get from rank 1 failed naming rank 1, well before the 30 s bootstrap timeout.
+void expect_survivors_saw_rank_1_die(const Outcome& outcome, std::initializer_list<int> survivors) {
+  for (int survivor : survivors) {
+    std::smatch found;
+    std::regex detected(fmt::format(R"(launch-check rank {}: detected death of rank 1 in (\d+) ms)", survivor));
+    ASSERT_TRUE(std::regex_search(outcome.output, found, detected)) << outcome.output;
+    EXPECT_LT(std::stol(found[1]), 10000) << outcome.output;
+  }
+}
+
 TEST(TetherRunFailure, KilledRankIsNamedAndSurvivorsFailFast) {
   ScratchDir scratch;
   auto outcome = run({tether_run(), "-n", "4", "--timeout", "45s", launch_check(), "--die-rank", "1"},
@@ -27,13 +38,7 @@ TEST(TetherRunFailure, KilledRankIsNamedAndSurvivorsFailFast) {
   EXPECT_TRUE(std::regex_search(outcome.output,
                                 std::regex(R"(job failed: rank 1 \(pid \d+\) was killed by signal 9 \(SIGKILL\))")))
       << outcome.output;
-  for (int survivor : {0, 2, 3}) {
-    // The survivor's get from rank 1 failed naming rank 1, well before the 30 s bootstrap timeout.
-    std::smatch found;
-    std::regex detected(fmt::format(R"(launch-check rank {}: detected death of rank 1 in (\d+) ms)", survivor));
-    ASSERT_TRUE(std::regex_search(outcome.output, found, detected)) << outcome.output;
-    EXPECT_LT(std::stol(found[1]), 10000) << outcome.output;
-  }
+  expect_survivors_saw_rank_1_die(outcome, {0, 2, 3});
   EXPECT_LT(outcome.elapsed, 20s);
   EXPECT_TRUE(scratch.entries().empty());
 }
@@ -49,12 +54,7 @@ TEST(TetherRunFailure, RankExitingWithoutFinalizeFailsTheJob) {
   EXPECT_EQ(outcome.exit_code, 1) << outcome.output;
   std::regex named(R"(job failed: rank 1 \(pid \d+\) exited with code 0 without finalizing: .*PMIx_Finalize)");
   EXPECT_TRUE(std::regex_search(outcome.output, named)) << outcome.output;
-  for (int survivor : {0, 2}) {
-    std::smatch found;
-    std::regex detected(fmt::format(R"(launch-check rank {}: detected death of rank 1 in (\d+) ms)", survivor));
-    ASSERT_TRUE(std::regex_search(outcome.output, found, detected)) << outcome.output;
-    EXPECT_LT(std::stol(found[1]), 10000) << outcome.output;
-  }
+  expect_survivors_saw_rank_1_die(outcome, {0, 2});
   EXPECT_LT(outcome.elapsed, 20s);
   EXPECT_TRUE(scratch.entries().empty());
 }
