@@ -53,6 +53,12 @@ std::span<std::byte> SendChannel::buffer() const noexcept {
 }
 
 Status SendChannel::next_buffer(std::span<std::byte>& buffer) noexcept { return registry_->next_buffer(*state_, buffer); }
+Status SendChannel::wait_buffer(std::span<std::byte>& buffer) noexcept {
+  for (base::YieldCountdown countdown;; countdown.after_poll()) {
+    Status status = registry_->next_buffer(*state_, buffer);
+    if (status != Status::retry) return status;
+  }
+}
 Status SendChannel::start(std::size_t bytes) noexcept { return registry_->start(*state_, bytes); }
 Status SendChannel::ready(std::uint32_t index) noexcept { return registry_->ready(*state_, index); }
 Status SendChannel::test() noexcept { return registry_->test_sent(*state_); }

@@ -240,6 +240,21 @@ struct SendProgress {
   // flight from buffer 0 until every piece is copied.
   std::uint64_t* split_copied = nullptr;
   std::uint64_t split_pieces = 0;
+
+  // Of `count` buffers: the one picked, while no write flies from it; else the last one
+  // (still in cache) if free, else the first free one from `in_turn` on (writes are
+  // answered in order, yet the buffer in turn may be busy while another is free: the last
+  // one taken again), else `in_turn`.
+  [[nodiscard]] std::uint32_t pick_buffer(std::uint32_t in_turn, std::uint32_t count) noexcept {
+    if (picked_buffer < count && buffer_writes[picked_buffer] == 0) return picked_buffer;
+    picked_buffer = buffer_writes[last_buffer] == 0 ? last_buffer : first_free_buffer(in_turn, count);
+    return picked_buffer;
+  }
+  [[nodiscard]] std::uint32_t first_free_buffer(std::uint32_t from, std::uint32_t count) const noexcept {
+    for (std::uint32_t step = 0; step < count; ++step)
+      if (buffer_writes[(from + step) % count] == 0) return (from + step) % count;
+    return from;
+  }
 };
 
 // What the receive side knows of its slots.
@@ -364,9 +379,7 @@ struct ChannelState {
     if (partitions_to_fill()) return static_cast<std::uint32_t>((send.started - 1) % buffer_count());
     auto in_turn = static_cast<std::uint32_t>(send.started % buffer_count());
     if (shape.partitions > 1 || self) return in_turn;
-    if (send.picked_buffer >= buffer_count() || send.buffer_writes[send.picked_buffer] > 0)
-      send.picked_buffer = send.buffer_writes[send.last_buffer] == 0 ? send.last_buffer : in_turn;
-    return send.picked_buffer;
+    return send.pick_buffer(in_turn, buffer_count());
   }
   // Partitioned: a message started whose partitions are not all ready yet. Its buffer is
   // the one buffer() gives, so partitions may be produced after start(), as with MPI_Pready.

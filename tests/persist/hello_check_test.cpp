@@ -1,7 +1,7 @@
 // persist::check_hello, the pure check of the peer's handshake: a hello that agrees is
 // accepted; one that disagrees on shape or landing order is refused naming both sides.
-// Also direct_landing_refusal for a message carried in its flag line or split, and the
-// shares of a split copy.
+// Also direct_landing_refusal for a message carried in its flag line or split, the
+// shares of a split copy, and which send buffer the next message is produced in.
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -138,6 +138,27 @@ TEST(SplitCopyShare, TwoSharesCopyEveryPieceOnce) {
   *split_pieces_taken_at(line, 0) = 0;
   EXPECT_EQ(copy_split_share(line, 0, length, [&](std::size_t, std::size_t) { *split_pieces_taken_at(line, 0) = 0; }),
             4U);
+}
+
+// Writes are answered in order, but the last buffer is taken again while free: then the one
+// in turn can be busy while another is free, and the next message must not wait for it.
+TEST(SendBufferChoice, TakesAFreeBufferWhenTheOneInTurnIsBusy) {
+  SendProgress send;
+  send.buffer_writes = {1, 0, 1};
+  send.last_buffer = 2;  // busy too
+  EXPECT_EQ(send.pick_buffer(0, 3), 1U);
+  EXPECT_EQ(send.picked_buffer, 1U);
+}
+
+TEST(SendBufferChoice, PrefersThePickedThenTheLastBufferAndTheOneInTurnWhenAllAreBusy) {
+  SendProgress send;
+  send.buffer_writes = {0, 0, 0};
+  send.last_buffer = 2;
+  EXPECT_EQ(send.pick_buffer(0, 3), 2U);  // still in cache
+  send.last_buffer = 0;
+  EXPECT_EQ(send.pick_buffer(1, 3), 2U);  // kept until start() takes it
+  send.buffer_writes = {1, 1, 1};
+  EXPECT_EQ(send.pick_buffer(1, 3), 1U);
 }
 
 }  // namespace

@@ -1248,6 +1248,45 @@ void silent_peer_buffer(Runtime& runtime) {
         out.last_error().message());
 }
 
+// Rank 1 takes message 0, hands rank 0 a token and computes for a second (calls nothing);
+// rank 0 then starts message 1, whose write rank 1 cannot answer yet (tcp-own: from its
+// poll), and wait_buffer() must give another buffer at once: the write still in flight
+// (test() posted) proves it did not wait for it. Both messages land intact.
+void buffer_while_peer_computes(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 28, .slot_bytes = 65536, .slots = 3};
+  if (runtime.rank() == 1) {
+    ReceiveChannel in = connected_receive(runtime, shape);
+    for (std::uint64_t i = 0; i < 2; ++i) {
+      Bytes message;
+      CHECK(in.wait(message) == Status::done && matches(message, 0, i), "message {}: {}", i,
+            in.last_error().message());
+      CHECK(in.release() == Status::done, "release {}: {}", i, in.last_error().message());
+      if (i == 0) {
+        hand_token(runtime, 1, shape.peer);
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+      }
+    }
+    return;
+  }
+  SendChannel out = connected_send(runtime, shape);
+  std::byte* first = nullptr;
+  for (std::uint64_t i = 0; i < 2; ++i) {
+    std::span<std::byte> buffer;
+    CHECK(out.wait_buffer(buffer) == Status::done, "wait_buffer {}: {}", i, out.last_error().message());
+    if (i == 1) hand_token(runtime, 1, shape.peer);  // rank 1 took message 0 and computes
+    fill(buffer, 0, i);
+    if (i == 1) first = buffer.data();
+    CHECK(start_when_possible(out, shape.slot_bytes) != Status::error, "start {}: {}", i, out.last_error().message());
+    if (i == 0) CHECK(out.wait() == Status::done, "message 0: {}", out.last_error().message());
+  }
+  std::span<std::byte> next;
+  CHECK(out.wait_buffer(next) == Status::done && next.data() != first, "wait_buffer with message 1 in flight: {}",
+        out.last_error().message());
+  CHECK(out.test() == Status::posted, "message 1's write finished while rank 1 computed: wait_buffer waited for it");
+  CHECK(out.wait() == Status::done, "message 1: {}", out.last_error().message());
+}
+
 // Rank 1 already waits for a second message of a partitioned channel when rank 0 starts it,
 // readies one of its two partitions and closes: rank 1's wait must fail with peer_closed
 // counting 1 message (the half-ready one never lands whole).
@@ -1338,6 +1377,7 @@ int main(int argc, char** argv) {
       {"bad-input", bad_input}, {"close-in-flight", close_in_flight}, {"fan-in", fan_in},
       {"killed", killed}, {"peer-death", peer_death}, {"write-failure", write_failure}, {"credit-failure", credit_failure},
       {"peer-closed", peer_closed}, {"silent-peer-buffer", silent_peer_buffer},
+      {"buffer-while-peer-computes", buffer_while_peer_computes},
       {"close-user-slots", close_user_slots}, {"credit-owed-again", credit_owed_again}, {"corrupt-flag", corrupt_flag},
       {"write-failure-after-close", write_failure_after_close},
       {"connect-timeout", connect_timeout},

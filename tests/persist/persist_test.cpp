@@ -252,6 +252,16 @@ TEST(PersistFailureTest, NextBufferRetriesEndWhenThePeerFallsSilent) {
   expect_every_rank_passed(outcome, {"silent-peer-buffer", 2, "ownrma", ""});
 }
 
+// Over tcp-own a write finishes when the receiver's poll answers it; wait_buffer() gives
+// a free buffer meanwhile (the halo apps' next iteration packs into it while a neighbour
+// computes).
+TEST(PersistSlotsTest, WaitBufferGivesAFreeBufferWhileTheLastWriteIsUnanswered) {
+  auto outcome = tether::testing::run({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH,
+                                       "buffer-while-peer-computes"},
+                                      transport_environment("ownrma"), 90s);
+  expect_every_rank_passed(outcome, {"buffer-while-peer-computes", 2, "ownrma", ""});
+}
+
 TEST(PersistFailureTest, DeadPeerFailsTheChannelAndTheLauncherNamesIt) {
   for (std::string transport : {"shm", "tcp", "ofitcp"}) {
     auto outcome = tether::testing::run({TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "peer-death"},

@@ -112,6 +112,10 @@ class SendChannel {
   // channels: after start(), the started message's until every partition is ready.
   [[nodiscard]] std::span<std::byte> buffer() const noexcept;
   [[nodiscard]] Status next_buffer(std::span<std::byte>& buffer) noexcept;
+  // next_buffer() until it says done or error, giving the CPU away as wait() does. With
+  // several buffers (tcp, libfabric) the next may be free while the last write is still
+  // unanswered: cheaper than wait() before producing the next message.
+  [[nodiscard]] Status wait_buffer(std::span<std::byte>& buffer) noexcept;
 
   // One RDMA write of buffer()[0, bytes) into the receiver's next slot (or one send of
   // it, see TETHER_CHANNEL_INLINE_MAX). posted, or done when the bytes already left the
