@@ -38,6 +38,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
 
   // Hot path (channel_send.cpp, channel_receive.cpp). Each takes the progress lock.
   Status next_buffer(ChannelState& channel, std::span<std::byte>& buffer) noexcept;
+  Status free_buffer(ChannelState& channel, std::span<std::byte>& buffer) noexcept;
   [[nodiscard]] std::span<std::byte> next_buffer_span(ChannelState& channel) noexcept;
   Status start(ChannelState& channel, std::size_t bytes) noexcept;
   Status ready(ChannelState& channel, std::uint32_t partition) noexcept;

@@ -22,8 +22,16 @@ Status ChannelRegistry::connected_or_retry(ChannelState& channel) noexcept {
   return status == Status::posted ? Status::retry : status;
 }
 
+// Progresses only when the buffer is busy: a halo exchange asking for every channel's next
+// buffer each iteration paid a pass per channel (over tcp: a recv per connection) for nothing.
 Status ChannelRegistry::next_buffer(ChannelState& channel, std::span<std::byte>& buffer) noexcept {
+  Status status = free_buffer(channel, buffer);
+  if (status != Status::retry) return status;
   engine_.progress();
+  return free_buffer(channel, buffer);
+}
+
+Status ChannelRegistry::free_buffer(ChannelState& channel, std::span<std::byte>& buffer) noexcept {
   std::lock_guard lock(engine_.progress_mutex());
   if (channel.phase == Phase::failed) return failed(channel);
   finish_split(channel);
