@@ -11,7 +11,8 @@
 #
 # Environment: RANKS ("2 4"), SIZES ("256 8000"), MODES (every built mode),
 # ITERATIONS_SMALL (2000, for n <= 1024), ITERATIONS_LARGE (20: 5 left n=8000 within 2% noise),
-# REPEATS (3: rounds per job, each mode's fastest kept), OUT (BUILD_DIR/bench),
+# REPEATS (3: rounds per job, each mode's fastest kept), REPEATS_LARGE (12: rounds for n > 1024,
+# where a round is 20 iterations of 20-30 ms and 3 left the ratio within 5% noise), OUT (BUILD_DIR/bench),
 # LAUNCH (mpirun --oversubscribe: one launcher for tether and MPI modes alike).
 set -euo pipefail
 build=${1:-build}
@@ -22,6 +23,7 @@ sizes=${SIZES:-256 8000}
 iterations_small=${ITERATIONS_SMALL:-2000}
 iterations_large=${ITERATIONS_LARGE:-20}
 repeats=${REPEATS:-3}
+repeats_large=${REPEATS_LARGE:-12}
 out=${OUT:-$build/bench}
 launch=${LAUNCH:-mpirun --oversubscribe}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -43,8 +45,8 @@ launch_for() {  # ranks
 # One job with every mode: "mode median_us paired" per mode (median over ranks of each
 # rank's fastest round; the paired speed-up over mpi, the first mode: median over rounds of
 # the same round's ratio).
-time_per_iteration_us() {  # ranks n iterations modes(comma-separated)
-  $(launch_for "$1") -n "$1" "$halo2d" --n "$2" --iterations "$3" --comm "$4" --rounds "$repeats" --csv --verify auto |
+time_per_iteration_us() {  # ranks n iterations modes(comma-separated) rounds
+  $(launch_for "$1") -n "$1" "$halo2d" --n "$2" --iterations "$3" --comm "$4" --rounds "$5" --csv --verify auto |
     awk -F, 'NR > 1 { if ($16 != "yes") { print "run-bench: --comm " $2 " was not verified" > "/dev/stderr"; exit 1 }
                       print $2, $11, $18 }' || {
     echo "run-bench: halo2d -n $1 --n $2 --comm $4 failed or was not verified" >&2; exit 1; }
@@ -52,7 +54,8 @@ time_per_iteration_us() {  # ranks n iterations modes(comma-separated)
 
 data=$out/halo2d-modes.dat
 {
-  echo "# halo2d --comm modes in one job per row group, $repeats rounds (each rank's fastest), median over ranks;" \
+  echo "# halo2d --comm modes in one job per row group, $repeats rounds ($repeats_large for n > 1024; each rank's" \
+    "fastest), median over ranks;" \
     "speed-up = mpi time / mode time; paired = median over rounds of that ratio in the same round"
   printf '# %-8s %-6s %-12s %18s %16s %14s\n' Ranks N Comm "Iter median (us)" "Speed-up vs mpi" "Paired vs mpi"
 } | tee "$data"
@@ -64,10 +67,10 @@ mode_list=${ordered_modes% }
 mode_list=${mode_list// /,}
 for ranks in $ranks_list; do
   for n in $sizes; do
-    iterations=$iterations_small
-    ((n <= 1024)) || iterations=$iterations_large
+    iterations=$iterations_small rounds=$repeats
+    ((n <= 1024)) || iterations=$iterations_large rounds=$repeats_large
     declare -A best=() paired=()
-    job=$(time_per_iteration_us "$ranks" "$n" "$iterations" "$mode_list")
+    job=$(time_per_iteration_us "$ranks" "$n" "$iterations" "$mode_list" "$rounds")
     while read -r mode us ratio; do best[$mode]=$us paired[$mode]=$ratio; done <<<"$job"
     for mode in $ordered_modes; do
       [ -n "${best[$mode]:-}" ] || { echo "run-bench: the job printed no row for --comm $mode" >&2; exit 1; }
