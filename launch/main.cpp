@@ -1,8 +1,10 @@
 // tether-run: starts N ranks of a program on this node under an embedded PMIx server.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -59,6 +61,21 @@ tether::Expected<std::optional<tether::launch::SharedInterface>> open_hosts(
   return std::optional(*shared);
 }
 
+// The launcher holds up to 4 descriptors per rank (its output and error pipes, its PMIx
+// connection, its exec-status pipe while it starts): a soft open-file limit below that for
+// -n ranks (1024 by default: -n 250 and up) is raised towards the hard limit, for the job
+// and the ranks, which inherit it. Where the hard limit is lower, the first pipe2 or
+// socket that fails names the fix.
+void raise_open_file_limit(int ranks) {
+  constexpr rlim_t kPerRank = 4;
+  constexpr rlim_t kLauncherOwn = 64;
+  const rlim_t needed = kPerRank * static_cast<rlim_t>(ranks) + kLauncherOwn;
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= needed) return;
+  limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? needed : std::min(needed, limit.rlim_max);
+  (void)setrlimit(RLIMIT_NOFILE, &limit);
+}
+
 // `interrupted_by`: the signal that stopped the job, 0 if none.
 int run_job(const tether::launch::LaunchOptions& options, int signal_fd, int& interrupted_by) {
   auto rank_cpus = tether::launch::cpus_for_ranks(options.binding, options.ranks);
@@ -102,6 +119,7 @@ int main(int argc, char** argv) {
     std::fputs(tether::launch::usage_text().c_str(), stdout);
     return 0;
   }
+  raise_open_file_limit(options->ranks);
   int signal_fd = open_signal_fd();
   if (signal_fd < 0) {
     std::fputs(fmt::format("tether-run: signalfd failed: {} (raise the open-file limit)\n", std::strerror(errno)).c_str(), stderr);

@@ -65,6 +65,18 @@ TEST(TetherRun, RanksInheritNoExtraDescriptor) {
   EXPECT_EQ(nulls, 2u) << "one /dev/null (stdin) per rank expected\n" << outcome.output;
 }
 
+// A soft open-file limit too low for -n ranks (the launcher holds a few descriptors each)
+// is raised for the job and its ranks instead of failing at the first pipe.
+TEST(TetherRun, RaisesALowOpenFileLimitForManyRanks) {
+  ScratchDir scratch;
+  auto outcome = run({"/bin/sh", "-c", "ulimit -Sn 64 && exec \"$0\" -n 40 --timeout 60s /bin/sh -c "
+                      "'test $(ulimit -Sn) -ge 224 || echo \"open-file limit $(ulimit -Sn)\"'",
+                      tether_run()},
+                     {scratch.env()}, kWatchdog);
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_EQ(outcome.output.find("open-file limit"), std::string::npos) << outcome.output;
+}
+
 TEST(TetherRun, BindToCoreGivesEachRankItsOwnCpu) {
   std::vector<int> cpus = base::allowed_cpus();
   if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs to bind 2 ranks; this process may use " << cpus.size();
