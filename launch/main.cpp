@@ -63,7 +63,7 @@ tether::Expected<std::optional<tether::launch::SharedInterface>> open_hosts(
 
 // The launcher holds up to 4 descriptors per rank (its output and error pipes, its PMIx
 // connection, its exec-status pipe while it starts): a soft open-file limit below that for
-// -n ranks (1024 by default: -n 250 and up) is raised towards the hard limit, for the job
+// -n ranks (1024 by default: -n 241 and up) is raised towards the hard limit, for the job
 // and the ranks, which inherit it. Where the hard limit is lower, the first pipe2 or
 // socket that fails names the fix.
 void raise_open_file_limit(int ranks) {
