@@ -53,6 +53,7 @@ Expected<ChannelState*> ChannelRegistry::create(Role role, const ChannelShape& s
   if (auto checked = check_shape(role, shape, user_memory); !checked) return tl::unexpected(checked.error());
   auto channel = std::make_unique<ChannelState>();
   channel->role = role;
+  if (connect_timeout_.count() > 0) channel->connect_deadline = Clock::now() + connect_timeout_;
   channel->shape = shape;
   channel->self = shape.peer == engine_.rank();
   if (auto paths = choose_paths(*channel, user_memory); !paths) return tl::unexpected(paths.error());
@@ -246,10 +247,17 @@ Expected<void> ChannelRegistry::post_handshake(ChannelState& channel) {
   return {};
 }
 
+// Past the channel's connect deadline a handshake still running is an error for the caller
+// (a wait on it would otherwise wait for ever on a live peer), not a failed channel.
 Status ChannelRegistry::test_connected(ChannelState& channel) noexcept {
   if (channel.phase == Phase::ready) return Status::done;
   if (channel.phase == Phase::failed) return failed(channel);
-  return finish_handshake(channel);
+  Status status = finish_handshake(channel);
+  if (status != Status::posted || Clock::now() <= channel.connect_deadline) return status;
+  std::lock_guard lock(engine_.progress_mutex());
+  channel.connect_timed_out = true;
+  channel.last_error = connect_timeout_error(channel);
+  return Status::error;
 }
 
 // Outside the progress lock: engine.test() progresses.
@@ -321,17 +329,12 @@ Expected<void> ChannelRegistry::accept_hello(ChannelState& channel) const {
 }
 
 Expected<void> ChannelRegistry::wait_connected(ChannelState& channel) {
-  std::optional<Clock::time_point> deadline;
-  if (connect_timeout_.count() > 0) deadline = Clock::now() + connect_timeout_;
-  Status status = connect_until(channel, deadline);
-  if (status == Status::done) return {};
-  if (status == Status::error) return tl::unexpected(channel.last_error);
-  channel.connect_timed_out = true;
-  return tl::unexpected(connect_timeout_error(channel));
+  if (connect_until(channel, std::nullopt) == Status::done) return {};
+  return tl::unexpected(channel.last_error);
 }
 
-// test_connected until the handshake ends (done or error), or `deadline` passed (posted;
-// none: for ever). One pass at least.
+// test_connected until the handshake ends (done or error: the connect deadline passed), or
+// `deadline` passed (posted). One pass at least.
 Status ChannelRegistry::connect_until(ChannelState& channel, std::optional<Clock::time_point> deadline) noexcept {
   for (base::YieldCountdown countdown;; countdown.after_poll()) {
     Status status = test_connected(channel);
@@ -353,7 +356,8 @@ Error ChannelRegistry::connect_timeout_error(const ChannelState& channel) {
 void ChannelRegistry::finish_handshake_before_close(ChannelState& channel) noexcept {
   if (channel.phase != Phase::connecting) return;
   auto deadline = Clock::now() + (channel.connect_timed_out ? Clock::duration::zero() : close_timeout_);
-  if (connect_until(channel, deadline) != Status::posted) return;
+  (void)connect_until(channel, deadline);
+  if (channel.phase != Phase::connecting) return;
   log::warn("persist", "{} channel with rank {} (tag {}) closed before rank {} created its matching channel; if it "
             "does, that channel is not told (create channels on both ranks before closing either)",
             role_name(channel.role), channel.shape.peer, channel.shape.tag, channel.shape.peer);

@@ -28,8 +28,7 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   Expected<ChannelState*> create(Role role, const ChannelShape& shape, std::span<std::byte> user_memory);
   Status test_connected(ChannelState& channel) noexcept;
   Expected<void> wait_connected(ChannelState& channel);
-  // TETHER_CHANNEL_CONNECT_TIMEOUT (0: none), and the error for `channel` not connected by then.
-  [[nodiscard]] std::chrono::nanoseconds connect_timeout() const noexcept { return connect_timeout_; }
+  // The error for `channel` not connected by TETHER_CHANNEL_CONNECT_TIMEOUT after creation.
   [[nodiscard]] static Error connect_timeout_error(const ChannelState& channel);
   void finish_handshake_before_close(ChannelState& channel) noexcept;
   using Clock = std::chrono::steady_clock;

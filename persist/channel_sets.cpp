@@ -1,6 +1,4 @@
 // Operations over many channels: the handshakes in any order, start_all and wait_all.
-#include <chrono>
-#include <thread>
 #include <vector>
 
 #include "persist/channel_registry.hpp"
@@ -13,7 +11,7 @@ namespace tether {
 namespace {
 
 template <class Channel>
-Status test_all_connected(std::span<Channel*> channels, Error& failure, const Channel*& waiting) noexcept {
+Status test_all_connected(std::span<Channel*> channels, Error& failure) noexcept {
   Status all = Status::done;
   for (Channel* channel : channels) {
     Status status = channel->test_connected();
@@ -21,10 +19,7 @@ Status test_all_connected(std::span<Channel*> channels, Error& failure, const Ch
       failure = channel->last_error();
       return Status::error;
     }
-    if (status != Status::done && all == Status::done) {
-      all = Status::posted;
-      waiting = channel;
-    }
+    if (status != Status::done) all = Status::posted;
   }
   return all;
 }
@@ -39,28 +34,16 @@ Status refuse_lengths(const char* call, const char* what, std::size_t channels, 
 
 }  // namespace
 
+// Every handshake is tested in turn, so no pair of ranks waits on each other's order; a
+// channel past its connect deadline ends the wait with its timeout error.
 Expected<void> wait_connected(std::span<SendChannel*> sends, std::span<ReceiveChannel*> receives) {
-  if (sends.empty() && receives.empty()) return {};
-  const persist::ChannelRegistry& registry =
-      sends.empty() ? *receives.front()->registry_ : *sends.front()->registry_;
-  const auto timeout = registry.connect_timeout();
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  // Test every handshake in turn, so no pair of ranks waits on each other's order.
   for (base::YieldCountdown countdown;; countdown.after_poll()) {
     Error failure;
-    const SendChannel* send_waiting = nullptr;
-    const ReceiveChannel* receive_waiting = nullptr;
-    Status sends_status = test_all_connected(sends, failure, send_waiting);
+    Status sends_status = test_all_connected(sends, failure);
     if (sends_status == Status::error) return tl::unexpected(failure);
-    Status receives_status = test_all_connected(receives, failure, receive_waiting);
+    Status receives_status = test_all_connected(receives, failure);
     if (receives_status == Status::error) return tl::unexpected(failure);
     if (sends_status == Status::done && receives_status == Status::done) return {};
-    if (timeout.count() > 0 && std::chrono::steady_clock::now() > deadline) {
-      for (SendChannel* channel : sends) channel->state_->connect_timed_out = true;  // (connected ones ignore it)
-      for (ReceiveChannel* channel : receives) channel->state_->connect_timed_out = true;
-      return tl::unexpected(persist::ChannelRegistry::connect_timeout_error(
-          send_waiting != nullptr ? *send_waiting->state_ : *receive_waiting->state_));
-    }
   }
 }
 

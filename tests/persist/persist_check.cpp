@@ -92,6 +92,15 @@ Status start_when_possible(SendChannel& channel, std::size_t bytes, std::uint64_
   }
 }
 
+// A token from rank `from` to its peer: the peer's next step comes after `from`'s last.
+void hand_token(Runtime& runtime, int from, int peer) {
+  int token = 0;
+  tether::Request request;
+  Status posted = runtime.rank() == from ? runtime.isend(&token, sizeof token, peer, 5, request)
+                                         : runtime.irecv(&token, sizeof token, peer, 5, request);
+  CHECK(posted != Status::error && runtime.wait(request) == Status::done, "the token from rank {}", from);
+}
+
 // The size of message `i` of a stream through slots of `slot_bytes`: every size up to the slot.
 std::size_t stream_message_bytes(std::uint64_t i, std::size_t slot_bytes) {
   return i % 7 == 0 ? slot_bytes : (i * 37) % (slot_bytes + 1);
@@ -528,25 +537,32 @@ void many(Runtime& runtime) {
   for (auto& channel : receives) receive_list.push_back(&channel);
   auto connected = tether::wait_connected(send_list, receive_list);
   CHECK(connected.has_value(), "{}", connected ? "" : connected.error().message());
+  // Even messages go channel by channel, odd ones through start_all and wait_all.
+  std::vector<std::size_t> lengths(sends.size(), sizeof(std::uint64_t));
+  std::vector<Bytes> landed(receives.size());
   std::uint64_t bad = 0;
   for (std::uint64_t i = 0; i < kMessages; ++i) {
+    const bool by_set = i % 2 == 1;
     for (std::size_t c = 0; c < sends.size(); ++c) {
       std::uint64_t stamp = (static_cast<std::uint64_t>(runtime.rank()) << 40) | (c % (kPerTag + kTags)) << 20 | i;
       std::memcpy(sends[c].buffer().data(), &stamp, sizeof stamp);
-      CHECK(start_when_possible(sends[c], sizeof stamp) != Status::error, "{}", sends[c].last_error().message());
+      if (!by_set)
+        CHECK(start_when_possible(sends[c], sizeof stamp) != Status::error, "{}", sends[c].last_error().message());
     }
+    if (by_set) CHECK(tether::start_all(send_list, lengths) == Status::posted, "start_all of message {}", i);
+    if (by_set) CHECK(tether::wait_all(receive_list, landed) == Status::done, "wait_all of message {}", i);
     for (std::size_t c = 0; c < receives.size(); ++c) {
-      Bytes message;
-      CHECK(receives[c].wait(message) == Status::done, "{}", receives[c].last_error().message());
+      if (!by_set)
+        CHECK(receives[c].wait(landed[c]) == Status::done, "{}", receives[c].last_error().message());
       std::uint64_t stamp = 0;
-      std::memcpy(&stamp, message.data(), sizeof stamp);
+      std::memcpy(&stamp, landed[c].data(), std::min(sizeof stamp, landed[c].size()));
       std::uint64_t want = (static_cast<std::uint64_t>(peers[c]) << 40) | (c % (kPerTag + kTags)) << 20 | i;
-      bad += stamp == want ? 0 : 1;
+      bad += stamp == want && landed[c].size() == sizeof stamp ? 0 : 1;
       CHECK(receives[c].release() == Status::done, "{}", receives[c].last_error().message());
     }
     CHECK(tether::wait_all(send_list) == Status::done, "wait_all");
   }
-  CHECK(bad == 0, "{} messages reached the wrong channel or came out of order", bad);
+  CHECK(bad == 0, "{} messages reached the wrong channel, came out of order or in the wrong length", bad);
 }
 
 // After creation: no registration, no handshake or other message, no copy per message.
@@ -665,23 +681,68 @@ void self(Runtime& runtime) {
         "waiting after the send side closed: {}", in.last_error().message());
 }
 
-// Both sides name both shapes when they disagree.
+// Both sides name both shapes when they disagree: per pair of channels rank 1 changes one
+// field of rank 0's shape (slot_bytes, slots or partitions), and both ranks' errors must
+// name that field's two values.
 void mismatch(Runtime& runtime) {
   if (runtime.rank() > 1) return;
-  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 19, .slot_bytes = runtime.rank() == 0 ? 1024U : 2048U, .slots = 4};
-  std::optional<tether::Expected<void>> connected;
-  if (runtime.rank() == 0) {
-    SendChannel out = make_send(runtime, shape);
-    connected = out.wait_connected();
-  } else {
-    ReceiveChannel in = make_receive(runtime, shape);
-    connected = in.wait_connected();
+  struct Field {
+    void (*change)(ChannelShape&);
+    const char* zero_value;
+    const char* one_value;
+  };
+  const Field fields[] = {{[](ChannelShape& s) { s.slot_bytes = 2048; }, "slot_bytes 1024", "slot_bytes 2048"},
+                          {[](ChannelShape& s) { s.slots = 8; }, "slots 4,", "slots 8,"},
+                          {[](ChannelShape& s) { s.partitions = 4; }, "partitions 1", "partitions 4"}};
+  int tag = 19;
+  for (const Field& field : fields) {
+    ChannelShape shape{.peer = 1 - runtime.rank(), .tag = tag++, .slot_bytes = 1024, .slots = 4};
+    if (runtime.rank() == 1) field.change(shape);
+    std::optional<tether::Expected<void>> connected;
+    if (runtime.rank() == 0) {
+      SendChannel out = make_send(runtime, shape);
+      connected = out.wait_connected();
+    } else {
+      ReceiveChannel in = make_receive(runtime, shape);
+      connected = in.wait_connected();
+    }
+    CHECK(!connected->has_value(), "a channel mismatched in {} connected", field.one_value);
+    if (connected->has_value()) continue;
+    std::string text = connected->error().message();
+    CHECK(text.find(field.zero_value) != std::string::npos && text.find(field.one_value) != std::string::npos, "{}",
+          text);
+    fmt::print("rank {}: {}\n", runtime.rank(), text);
   }
-  CHECK(!connected->has_value(), "a mismatched channel connected");
-  if (connected->has_value()) return;
-  std::string text = connected->error().message();
-  CHECK(text.find("1024") != std::string::npos && text.find("2048") != std::string::npos, "{}", text);
-  fmt::print("rank {}: {}\n", runtime.rank(), text);
+}
+
+// Back-pressure on a channel of 2 slots: once the peer holds both messages 1 and 2 without
+// releasing them, start() says retry for 100 ms of tries (it neither blocks nor writes: the
+// held messages stay intact), and succeeds once the peer released them.
+void start_while_the_peer_holds_every_slot(Runtime& runtime, SendChannel& out, ReceiveChannel& in) {
+  const auto rank = static_cast<std::uint64_t>(runtime.rank());
+  const auto peer = 1 - runtime.rank();
+  for (std::uint64_t i = 1; i <= 2; ++i) {
+    std::span<std::byte> buffer;
+    CHECK(out.wait_buffer(buffer) == Status::done, "{}", out.last_error().message());
+    fill(buffer.first(64), rank, i);
+    CHECK(start_when_possible(out, 64) != Status::error, "{}", out.last_error().message());
+  }
+  Bytes held[2];
+  for (Bytes& message : held) CHECK(in.wait(message) == Status::done, "{}", in.last_error().message());
+  std::uint64_t tries = 0;
+  Status status = Status::retry;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+  for (; status == Status::retry && std::chrono::steady_clock::now() < until; ++tries) status = out.start(64);
+  CHECK(status == Status::retry, "start() without credit said {} after {} tries", static_cast<int>(status), tries);
+  hand_token(runtime, 0, peer);  // neither rank releases before both tried
+  hand_token(runtime, 1, peer);
+  CHECK(matches(held[0], 1 - rank, 1) && matches(held[1], 1 - rank, 2), "a held message changed");
+  for (int i = 0; i < 2; ++i) CHECK(in.release() == Status::done, "{}", in.last_error().message());
+  fill(out.buffer().first(64), rank, 3);
+  CHECK(start_when_possible(out, 64) != Status::error, "{}", out.last_error().message());
+  Bytes message;
+  CHECK(in.wait(message) == Status::done && matches(message, 1 - rank, 3), "message 3 after the releases");
+  CHECK(in.release() == Status::done, "{}", in.last_error().message());
 }
 
 // Wrong sizes, unknown ranks and misuse are refused with the cause; the channel still works.
@@ -712,7 +773,9 @@ void bad_input(Runtime& runtime) {
   CHECK(in.wait(message) == Status::done && matches(message, static_cast<std::uint64_t>(1 - runtime.rank()), 0),
         "the channel does not work after refusals");
   CHECK(in.release() == Status::done, "{}", in.last_error().message());
+  start_while_the_peer_holds_every_slot(runtime, out, in);
 }
+
 
 // Channels destroyed with messages in flight (sent, not yet received or released) are
 // reported and safe: the next pair with the same tag works and sees only its own data. A
@@ -785,6 +848,22 @@ void fan_in(Runtime& runtime) {
   fmt::print("rank 0: {} messages from {} writers checked\n", done, ins.size());
 }
 
+// Rank 0, once rank 1 died: both its channels with rank 1 fail with peer_unreachable (the
+// receive's wait and the send's start). The line the tests look for is printed only when
+// every check of this rank passed: the job fails anyway, by rank 1's death.
+[[noreturn]] void end_as_survivor_of_rank_1(ReceiveChannel& in, SendChannel& out) {
+  Bytes message;
+  Status status = in.wait(message);
+  CHECK(status == Status::error && in.last_error().code == tether::Errc::peer_unreachable, "receive: status {} {}",
+        static_cast<int>(status), in.last_error().message());
+  status = start_when_possible(out, 8);
+  CHECK(status == Status::error && out.last_error().code == tether::Errc::peer_unreachable, "send: status {} {}",
+        static_cast<int>(status), out.last_error().message());
+  if (tether::testing::rank_checks_passed()) fmt::print("rank 0 saw its channel fail: {}\n", in.last_error().message());
+  std::fflush(nullptr);
+  ::_exit(tether::testing::rank_checks_passed() ? 0 : 1);  // skip the barrier
+}
+
 // Rank 1 is killed (SIGKILL) after the two ranks exchanged one message, with rank 0's mapping
 // of it live.
 void killed(Runtime& runtime) {
@@ -803,15 +882,10 @@ void killed(Runtime& runtime) {
   }
   CHECK(in.wait(message) == Status::done && matches(message, 1, 0), "the message before the kill");
   CHECK(in.release() == Status::done, "release");
-  Status status = in.wait(message);
-  CHECK(status == Status::error && in.last_error().code == tether::Errc::peer_unreachable, "status {} {}",
-        static_cast<int>(status), in.last_error().message());
-  fmt::print("rank 0 saw its channel fail: {}\n", in.last_error().message());
-  std::fflush(nullptr);
-  ::_exit(tether::testing::rank_checks_passed() ? 0 : 1);
+  end_as_survivor_of_rank_1(in, out);
 }
 
-// Rank 1 dies after connecting; rank 0's channel fails with peer_unreachable.
+// Rank 1 dies after connecting; rank 0's channels fail with peer_unreachable.
 void peer_death(Runtime& runtime) {
   if (runtime.rank() > 1) return;
   ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 23, .slot_bytes = 64, .slots = 2};
@@ -822,13 +896,7 @@ void peer_death(Runtime& runtime) {
     std::fflush(nullptr);
     ::_exit(3);
   }
-  Bytes message;
-  Status status = in.wait(message);
-  CHECK(status == Status::error && in.last_error().code == tether::Errc::peer_unreachable, "status {} {}",
-        static_cast<int>(status), in.last_error().message());
-  fmt::print("rank 0 saw its channel fail: {}\n", in.last_error().message());
-  std::fflush(nullptr);
-  ::_exit(tether::testing::rank_checks_passed() ? 0 : 1);  // the job is failing anyway; skip the barrier
+  end_as_survivor_of_rank_1(in, out);
 }
 
 // Message `i` of rank 0's stream, filling the whole slot, started once its buffer is free.
@@ -867,15 +935,6 @@ void credit_owed_again(Runtime& runtime) {
 // Where TETHER_INJECT_WRITE_FAILURE_AT puts an injected failure: its post (or completion).
 bool injected_at_post() {
   return tether::config::Config::global().choice("TETHER_INJECT_WRITE_FAILURE_AT") == "post";
-}
-
-// A token from rank `from` to its peer: the peer's next step comes after `from`'s last.
-void hand_token(Runtime& runtime, int from, int peer) {
-  int token = 0;
-  tether::Request request;
-  Status posted = runtime.rank() == from ? runtime.isend(&token, sizeof token, peer, 5, request)
-                                         : runtime.irecv(&token, sizeof token, peer, 5, request);
-  CHECK(posted != Status::error && runtime.wait(request) == Status::done, "the token from rank {}", from);
 }
 
 // After a channel failed: one message each way between the two ranks, checksummed.
@@ -1034,8 +1093,10 @@ void close_unconnected(Runtime& runtime) {
 
 // Run with TETHER_CHANNEL_CONNECT_TIMEOUT=1s: rank 0 opens channels with tags 300 and 301
 // to rank 1, which creates only the receive of tag 300. Waiting for both (and for 301
-// alone) times out naming tag 301 instead of waiting for ever; start_all and wait_all given
-// no entry for their one channel fail and do nothing. Then the connected pair still works.
+// alone) times out naming tag 301 instead of waiting for ever, and so does a start() on
+// 301; rank 1's wait() on a receive of tag 302, which rank 0 never creates, times out too.
+// start_all and wait_all given no entry for their one channel fail and do nothing. Then the
+// connected pair still works.
 void connect_timeout(Runtime& runtime) {
   if (runtime.rank() > 1) return;
   const int peer = 1 - runtime.rank();
@@ -1050,6 +1111,8 @@ void connect_timeout(Runtime& runtime) {
           "waiting for both channels: {}", connected ? "connected" : connected.error().message());
     auto alone = unanswered.wait_connected();
     CHECK(!alone && alone.error().code == tether::Errc::timeout, "waiting for tag 301 alone did not time out");
+    CHECK(start_when_possible(unanswered, 64) == Status::error && unanswered.last_error().code == tether::Errc::timeout,
+          "start() on tag 301: {}", unanswered.last_error().message());
     std::vector<SendChannel*> one{&answered};
     CHECK(tether::start_all(one, std::span<const std::size_t>{}) == Status::error, "start_all with no length");
     fill(answered.buffer().first(64), 0, 7);
@@ -1060,6 +1123,10 @@ void connect_timeout(Runtime& runtime) {
     std::vector<ReceiveChannel*> one{&in};
     CHECK(tether::wait_all(one, std::span<std::span<const std::byte>>{}) == Status::error, "wait_all with no place");
     Bytes message;
+    ReceiveChannel unanswered = make_receive(runtime, {.peer = peer, .tag = 302, .slot_bytes = 64, .slots = 2});
+    CHECK(unanswered.wait(message) == Status::error && unanswered.last_error().code == tether::Errc::timeout &&
+              unanswered.last_error().message().find("no matching send channel (tag 302)") != std::string::npos,
+          "the wait on tag 302: {}", unanswered.last_error().message());
     CHECK(in.wait(message) == Status::done && matches(message, 0, 7), "the message after the refusals");
     CHECK(in.release() == Status::done, "{}", in.last_error().message());
   }

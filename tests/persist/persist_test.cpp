@@ -307,9 +307,10 @@ TEST(PersistFailureTest, FailedCreditFailsBothSides) {
   }
 }
 
-// Many channels waited together time out like one (TETHER_CHANNEL_CONNECT_TIMEOUT), naming
-// the channel no peer answered; before, that wait had no deadline.
-TEST(PersistFailureTest, WaitingForManyChannelsTimesOut) {
+// Waits for channels the peer never creates time out TETHER_CHANNEL_CONNECT_TIMEOUT after
+// creation, naming the channel: many channels waited together, a start() and a receive's
+// wait(). Before, only wait_connected() had a deadline (and, earlier, not over many).
+TEST(PersistFailureTest, WaitsForChannelsThePeerNeverCreatesTimeOut) {
   auto environment = transport_environment("shm");
   environment.push_back("TETHER_CHANNEL_CONNECT_TIMEOUT=1s");
   environment.push_back("TETHER_CHANNEL_CLOSE_TIMEOUT=200ms");
@@ -320,6 +321,8 @@ TEST(PersistFailureTest, WaitingForManyChannelsTimesOut) {
   // The unanswered channel, closed, waited for its handshake as long as for writes, then said so.
   EXPECT_NE(outcome.output.find("send channel with rank 1 (tag 301) closed before rank 1 created its matching"),
             std::string::npos)
+      << outcome.output;
+  EXPECT_NE(outcome.output.find("receive channel with rank 0 (tag 302) closed before rank 0 created"), std::string::npos)
       << outcome.output;
 }
 

@@ -103,7 +103,9 @@ class SendChannel {
   ~SendChannel();
 
   // done once the handshake finished, posted while it runs, error on a mismatch or a
-  // dead peer (last_error() names both sides' values).
+  // dead peer (last_error() names both sides' values), or with Errc::timeout once the peer
+  // created no matching channel within TETHER_CHANNEL_CONNECT_TIMEOUT of this one's creation
+  // (so every call below that waits for the peer ends; the channel may still connect later).
   [[nodiscard]] Status test_connected() noexcept;
   [[nodiscard]] Expected<void> wait_connected();
 
@@ -135,7 +137,6 @@ class SendChannel {
  private:
   SendChannel(persist::ChannelRegistry* registry, persist::ChannelState* state) noexcept
       : registry_(registry), state_(state) {}
-  friend Expected<void> wait_connected(std::span<SendChannel*> sends, std::span<ReceiveChannel*> receives);
   persist::ChannelRegistry* registry_ = nullptr;
   persist::ChannelState* state_ = nullptr;
 };
@@ -179,13 +180,12 @@ class ReceiveChannel {
  private:
   ReceiveChannel(persist::ChannelRegistry* registry, persist::ChannelState* state) noexcept
       : registry_(registry), state_(state) {}
-  friend Expected<void> wait_connected(std::span<SendChannel*> sends, std::span<ReceiveChannel*> receives);
   persist::ChannelRegistry* registry_ = nullptr;
   persist::ChannelState* state_ = nullptr;
 };
 
 // Every channel's handshake, in any order (no deadlock whatever order both sides used);
-// timeout (naming a channel still waiting) after TETHER_CHANNEL_CONNECT_TIMEOUT.
+// timeout (naming a channel still waiting) once one is TETHER_CHANNEL_CONNECT_TIMEOUT old.
 [[nodiscard]] Expected<void> wait_connected(std::span<SendChannel*> sends, std::span<ReceiveChannel*> receives);
 // start(bytes[i]) on every channel, retrying back-pressure; error as soon as one fails
 // (that channel's last_error() says why; others, before or after it in the list, may have
