@@ -322,7 +322,8 @@ TEST(PersistFailureTest, WaitsForChannelsThePeerNeverCreatesTimeOut) {
   EXPECT_NE(outcome.output.find("send channel with rank 1 (tag 301) closed before rank 1 created its matching"),
             std::string::npos)
       << outcome.output;
-  EXPECT_NE(outcome.output.find("receive channel with rank 0 (tag 302) closed before rank 0 created"), std::string::npos)
+  EXPECT_NE(outcome.output.find("receive channel with rank 0 (tag 302) closed before rank 0 created"),
+            std::string::npos)
       << outcome.output;
 }
 
