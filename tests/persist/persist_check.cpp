@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -124,23 +125,29 @@ void send_stream(SendChannel& out, int me, std::uint64_t count, std::uint64_t* r
   CHECK(out.wait() == Status::done, "wait: {}", out.last_error().message());
 }
 
-void receive_stream(ReceiveChannel& in, int peer, std::uint64_t count, std::chrono::microseconds hold = {}) {
+// Takes and checks `count` messages of send_stream; returns the number of different places
+// (slots, or flag lines for small messages on shm-own) they were handed out in.
+std::size_t receive_stream(ReceiveChannel& in, int peer, std::uint64_t count, std::chrono::microseconds hold = {}) {
   const std::size_t slot = in.shape().slot_bytes;
   std::uint64_t bad = 0;
+  std::unordered_set<const std::byte*> places;
   for (std::uint64_t i = 0; i < count; ++i) {
     Bytes message;
     Status status = in.wait(message);
     CHECK(status == Status::done, "wait {}: {}", i, in.last_error().message());
-    if (status != Status::done) return;
+    if (status != Status::done) return places.size();
+    places.insert(message.data());
     std::size_t bytes = stream_message_bytes(i, slot);
     if (hold.count() > 0) std::this_thread::sleep_for(hold);  // a slow receiver holds the slot
     if (message.size() != bytes || !matches(message, static_cast<std::uint64_t>(peer), i)) ++bad;
     CHECK(in.release() == Status::done, "release {}: {}", i, in.last_error().message());
   }
   CHECK(bad == 0, "{} of {} messages from rank {} differ from what was sent", bad, count, peer);
+  return places.size();
 }
 
-// Rank 0 streams to rank 1 through rotating slots, every message checked.
+// Rank 0 streams to rank 1 through rotating slots, every message checked; the slots must
+// have been reused in turn (more than one place), not one slot for every message.
 void integrity(Runtime& runtime) {
   if (runtime.rank() > 1) return;
   std::uint64_t count = count_or(1000000);
@@ -150,8 +157,9 @@ void integrity(Runtime& runtime) {
     send_stream(out, 0, count);
   } else {
     ReceiveChannel in = connected_receive(runtime, shape);
-    receive_stream(in, 0, count);
-    fmt::print("rank 1: {} messages checked\n", count);
+    std::size_t places = receive_stream(in, 0, count);
+    CHECK(places > 1, "{} messages landed in {} place", count, places);
+    fmt::print("rank 1: {} messages checked, handed out from {} places\n", count, places);
   }
 }
 
