@@ -163,6 +163,32 @@ void integrity(Runtime& runtime) {
   }
 }
 
+// Run with TETHER_CHANNEL_CREDIT_BATCH=B (the count argument, 4 unless given) where credits
+// are RDMA writes: rank 1 takes all 8 messages of a stream before releasing any, then
+// releases them back to back, which must make 8 / B credit writes, not one per release.
+void credit_batch(Runtime& runtime) {
+  if (runtime.rank() > 1) return;
+  const std::uint64_t batch = count_or(4);
+  ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 33, .slot_bytes = 64, .slots = 8};
+  if (runtime.rank() == 0) {
+    SendChannel out = connected_send(runtime, shape);
+    send_stream(out, 0, shape.slots);
+    hand_token(runtime, 1, 1);
+    return;
+  }
+  ReceiveChannel in = connected_receive(runtime, shape);
+  std::vector<Bytes> held(shape.slots);
+  for (std::uint64_t i = 0; i < held.size(); ++i)
+    CHECK(in.wait(held[i]) == Status::done && matches(held[i], 0, i), "message {}: {}", i, in.last_error().message());
+  const std::uint64_t before = tether::channel_stats(runtime).credit_writes;
+  for (std::size_t i = 0; i < held.size(); ++i) CHECK(in.release() == Status::done, "{}", in.last_error().message());
+  const std::uint64_t writes = tether::channel_stats(runtime).credit_writes - before;
+  CHECK(writes == shape.slots / batch, "{} releases in batches of {} made {} credit writes", shape.slots, batch,
+        writes);
+  fmt::print("rank 1: {} releases, {} credit writes\n", shape.slots, writes);
+  hand_token(runtime, 1, 0);
+}
+
 // Ranks 0 and 1 stream to each other at once, a sending and a receiving thread each.
 // Five slots: positions by division (a power of two takes a mask; "integrity" has 16).
 void duplex(Runtime& runtime) {
@@ -1446,6 +1472,7 @@ int main(int argc, char** argv) {
   std::map<std::string_view, std::function<void(Runtime&)>> scenarios = {
       {"integrity", integrity}, {"duplex", duplex}, {"reply-credits", reply_credits},
       {"lazy-acknowledgements", lazy_acknowledgements}, {"large", large},       {"slow-receiver", slow_receiver},
+      {"credit-batch", credit_batch},
       {"split-sizes", split_sizes},
       {"partitioned", partitioned}, {"many", many},   {"no-overhead", no_overhead},
       {"user-buffers", user_buffers}, {"self", self}, {"mismatch", mismatch},

@@ -144,6 +144,25 @@ void expect_both_ranks_sent(const tether::testing::Outcome& outcome, const std::
         << outcome.output;
 }
 
+// Released slots go back to the sender in batches of TETHER_CHANNEL_CREDIT_BATCH where
+// credits are RDMA writes (tcp-own and libfabric's tcp): 8 releases back to back make 8 / B
+// credit writes.
+TEST(PersistCreditTest, ReleasedSlotsGoBackInBatches) {
+  for (std::string transport : {"ownrma", "tcprma"}) {
+    for (std::string batch : {"1", "4"}) {
+      auto environment = transport_environment(transport);
+      environment.push_back("TETHER_CHANNEL_CREDIT_BATCH=" + batch);
+      auto outcome = tether::testing::run(
+          {TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "credit-batch", batch}, environment, 90s);
+      SCOPED_TRACE(transport + ", batch " + batch);
+      expect_every_rank_passed(outcome, {"credit-batch", 2, transport, batch});
+      EXPECT_NE(outcome.output.find("8 releases, " + std::to_string(8 / std::stoi(batch)) + " credit writes"),
+                std::string::npos)
+          << outcome.output;
+    }
+  }
+}
+
 // A ping-pong lands every message in one slot where the sender picks it (shm-own's direct
 // stores; tcp-own's sends and writes, delivered in order) and rotates through all four over
 // libfabric's tcp;ofi_rxm; held-slots checks no held slot is written.
