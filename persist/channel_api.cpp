@@ -1,17 +1,16 @@
 // SendChannel and ReceiveChannel: thin handles over the registry's channel state.
-#include <thread>
-
 #include "persist/channel_registry.hpp"
 #include "runtime/base/yield.hpp"
 
 namespace tether {
 namespace {
 
+// `test` until it says anything but `pending`, giving the CPU away as every wait does.
 template <class Test>
-Status wait_until_done(Test&& test) noexcept {
+Status wait_while(Status pending, Test&& test) noexcept {
   for (base::YieldCountdown countdown;; countdown.after_poll()) {
     Status status = test();
-    if (status != Status::posted) return status;
+    if (status != pending) return status;
   }
 }
 
@@ -54,16 +53,13 @@ std::span<std::byte> SendChannel::buffer() const noexcept {
 
 Status SendChannel::next_buffer(std::span<std::byte>& buffer) noexcept { return registry_->next_buffer(*state_, buffer); }
 Status SendChannel::wait_buffer(std::span<std::byte>& buffer) noexcept {
-  for (base::YieldCountdown countdown;; countdown.after_poll()) {
-    Status status = registry_->next_buffer(*state_, buffer);
-    if (status != Status::retry) return status;
-  }
+  return wait_while(Status::retry, [&] { return registry_->next_buffer(*state_, buffer); });
 }
 Status SendChannel::start(std::size_t bytes) noexcept { return registry_->start(*state_, bytes); }
 Status SendChannel::ready(std::uint32_t index) noexcept { return registry_->ready(*state_, index); }
 Status SendChannel::test() noexcept { return registry_->test_sent(*state_); }
 Status SendChannel::wait() noexcept {
-  return wait_until_done([this] { return registry_->test_sent(*state_); });
+  return wait_while(Status::posted, [this] { return registry_->test_sent(*state_); });
 }
 const ChannelShape& SendChannel::shape() const noexcept { return state_->shape; }
 const Error& SendChannel::last_error() const noexcept { return state_->last_error; }
