@@ -4,16 +4,20 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "launch/rank_process.hpp"
 #include "transport/ofi/shm_regions.hpp"
@@ -44,6 +48,22 @@ int exit_status_for_abort(int code) {
 std::string signal_name(int signal_number) {
   const char* abbrev = sigabbrev_np(signal_number);
   return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", signal_number);
+}
+
+// This process's children: its threads' lists (an orphan is given to the process, which
+// may file it under any of its threads).
+std::vector<pid_t> children_of_this_process() {
+  std::vector<pid_t> children;
+  std::error_code error;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", error)) {
+    std::ifstream list(task.path() / "children");
+    for (pid_t pid = 0; list >> pid;) children.push_back(pid);
+  }
+  return children;
+}
+
+void signal_process_or_group(pid_t pid, int signal_number) {
+  if (kill(-pid, signal_number) != 0) kill(pid, signal_number);
 }
 
 }  // namespace
@@ -82,6 +102,10 @@ bool Job::start_ranks() {
 
 int Job::run() {
   if (options_.timeout.count() > 0) timeout_at_ = Clock::now() + options_.timeout;
+  // Processes the ranks leave behind become this launcher's children, so they can end with
+  // the job, and their pids are not reused while it may signal them.
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+    log::info("launch", "cannot adopt processes ranks leave behind (PR_SET_CHILD_SUBREAPER: {})", strerror(errno));
   start_ranks();
   while (running_count() > 0) {
     std::vector<pollfd> fds{{signal_fd_, POLLIN, 0}, {server_.wake_fd(), POLLIN, 0}};
@@ -92,8 +116,43 @@ int Job::run() {
     reap_children();
     check_deadlines();
   }
+  end_left_behind();
   output_.drain();
   return finish();
+}
+
+// Children that are not running ranks: processes ranks started and left behind.
+std::vector<pid_t> Job::left_behind() const {
+  std::vector<pid_t> left = children_of_this_process();
+  std::erase_if(left, [this](pid_t pid) {
+    return std::any_of(ranks_.begin(), ranks_.end(), [pid](const Rank& r) { return r.running && r.pid == pid; });
+  });
+  return left;
+}
+
+// Once every rank ended, what they left behind ends too, as a batch system ends a job's
+// processes: SIGTERM, SIGKILL after kKillAfterTerm.
+void Job::end_left_behind() {
+  std::vector<pid_t> left = left_behind();
+  if (left.empty()) return;
+  say(fmt::format("the ranks left {} processes running (pids {}): sending SIGTERM, they end with the job", left.size(),
+                  fmt::join(left, ",")));
+  for (pid_t pid : left) signal_process_or_group(pid, SIGTERM);
+  const auto kill_at = Clock::now() + kKillAfterTerm;
+  for (; !left.empty(); left = left_behind()) {
+    if (Clock::now() >= kill_at) {
+      say(fmt::format("killing processes {} (SIGKILL)", fmt::join(left, ",")));
+      for (pid_t pid : left) signal_process_or_group(pid, SIGKILL);
+      // (killed: reaped below; a process stuck in the kernel is left to init)
+      for (auto give_up = Clock::now() + kKillAfterTerm; !left_behind().empty() && Clock::now() < give_up;) {
+        reap_children();
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      return;
+    }
+    reap_children();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 // Aborts first (a rank that aborted may exit at once: its abort names the cause), then
@@ -207,11 +266,11 @@ void Job::stop_running(std::string why, std::chrono::milliseconds kill_after) {
   if (running_count() > 0) say(fmt::format("{}: sent SIGTERM to ranks {}", why, running_ranks()));
 }
 
+// The running ranks, and what ranks that ended left behind.
 void Job::signal_running(int signal_number) {
-  for (const auto& rank : ranks_) {
-    if (!rank.running) continue;
-    if (kill(-rank.pid, signal_number) != 0) kill(rank.pid, signal_number);
-  }
+  for (const auto& rank : ranks_)
+    if (rank.running) signal_process_or_group(rank.pid, signal_number);
+  for (pid_t pid : left_behind()) signal_process_or_group(pid, signal_number);
 }
 
 std::string Job::running_ranks() const {

@@ -49,6 +49,8 @@ class Job {
   void record_failure(std::string text, int exit_code);
   void stop_running(std::string why, std::chrono::milliseconds kill_after);
   void signal_running(int signal_number);
+  [[nodiscard]] std::vector<pid_t> left_behind() const;
+  void end_left_behind();
   [[nodiscard]] std::string running_ranks() const;
   [[nodiscard]] int running_count() const;
   [[nodiscard]] int poll_timeout_ms() const;

@@ -1,9 +1,11 @@
 // Jobs that should succeed: tether-run with 1, 2 and 4 ranks, the pre-exchange option,
 // tagged output, mpirun with 2 and 4 ranks, and the no-launcher error.
 
+#include <signal.h>
 #include <sys/resource.h>
 
 #include <cstdlib>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -80,6 +82,31 @@ TEST(TetherRun, RaisesALowOpenFileLimitForManyRanks) {
                      {scratch.env()}, kWatchdog);
   EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
   EXPECT_EQ(outcome.output.find("open-file limit"), std::string::npos) << outcome.output;
+}
+
+// Processes ranks leave behind (here in sessions of their own, out of the ranks' process
+// groups) end with the job: the launcher adopts them (a child subreaper) and, once every rank
+// ended, sends them SIGTERM, then SIGKILL to the one of each rank that ignores it. Before,
+// they ran on after the job.
+TEST(TetherRun, ProcessesRanksLeaveBehindEndWithTheJob) {
+  ScratchDir scratch;
+  auto outcome = run({tether_run(), "-n", "2", "--timeout", "45s", "/bin/sh", "-c",
+                      "setsid sleep 300 & echo \"left $!\"; ready=/tmp/tether-launch-test.$$; "
+                      "setsid sh -c 'trap \"\" TERM; touch \"$0\"; exec sleep 301' $ready & "
+                      "until [ -e $ready ]; do sleep 0.01; done; rm $ready; echo \"left $!\""},
+                     {scratch.env()}, kWatchdog);
+  std::vector<pid_t> left, running;
+  const std::regex left_line(R"((?:^|\n)left (\d+)(?=\n))");
+  for (auto found = std::sregex_iterator(outcome.output.begin(), outcome.output.end(), left_line);
+       found != std::sregex_iterator(); ++found)
+    left.push_back(static_cast<pid_t>(std::stol((*found)[1])));
+  for (pid_t pid : left)
+    if (kill(pid, 0) == 0 && kill(pid, SIGKILL) == 0) running.push_back(pid);  // (the old launcher's leftovers)
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_EQ(left.size(), 4u) << outcome.output;
+  EXPECT_TRUE(running.empty()) << running.size() << " processes still ran after the job\n" << outcome.output;
+  EXPECT_NE(outcome.output.find("the ranks left 4 processes running"), std::string::npos) << outcome.output;
+  EXPECT_NE(outcome.output.find("(SIGKILL)"), std::string::npos) << outcome.output;
 }
 
 TEST(TetherRun, BindToCoreGivesEachRankItsOwnCpu) {
