@@ -248,16 +248,41 @@ Expected<void> ChannelRegistry::post_handshake(ChannelState& channel) {
 }
 
 // Past the channel's connect deadline a handshake still running is an error for the caller
-// (a wait on it would otherwise wait for ever on a live peer), not a failed channel.
+// (a wait on it would otherwise wait for ever on a live peer), not a failed channel. The first
+// time, the handshake gets a last look: one that needed only progress (a channel first used
+// long after its creation) still connects.
 Status ChannelRegistry::test_connected(ChannelState& channel) noexcept {
   if (channel.phase == Phase::ready) return Status::done;
   if (channel.phase == Phase::failed) return failed(channel);
   Status status = finish_handshake(channel);
   if (status != Status::posted || Clock::now() <= channel.connect_deadline) return status;
+  if (!channel.connect_timed_out) status = handshake_until(channel, Clock::now() + kLastLookAtAHandshake);
+  return status == Status::posted ? refuse_as_timed_out(channel) : status;
+}
+
+// finish_handshake until the handshake ends or `deadline` passed (posted). One pass at least.
+Status ChannelRegistry::handshake_until(ChannelState& channel, Clock::time_point deadline) noexcept {
+  for (base::YieldCountdown countdown;; countdown.after_poll()) {
+    Status status = finish_handshake(channel);
+    if (status != Status::posted || Clock::now() > deadline) return status;
+  }
+}
+
+Status ChannelRegistry::refuse_as_timed_out(ChannelState& channel) noexcept {
   std::lock_guard lock(engine_.progress_mutex());
+  if (channel.phase != Phase::connecting) return channel.phase == Phase::ready ? Status::done : failed(channel);
   channel.connect_timed_out = true;
-  channel.last_error = connect_timeout_error(channel);
-  return Status::error;
+  return refuse(channel, Errc::timeout,
+                fmt::format("rank {} created no matching {} channel (tag {}) within TETHER_CHANNEL_CONNECT_TIMEOUT",
+                            channel.shape.peer, channel.role == Role::send ? "receive" : "send", channel.shape.tag),
+                "create the matching channel on the peer, or raise TETHER_CHANNEL_CONNECT_TIMEOUT");
+}
+
+// wait_connected gives the handshake the whole timeout from its call.
+void ChannelRegistry::restart_connect_deadline(ChannelState& channel) noexcept {
+  if (connect_timeout_.count() == 0 || channel.phase != Phase::connecting) return;
+  channel.connect_deadline = Clock::now() + connect_timeout_;
+  channel.connect_timed_out = false;
 }
 
 // Outside the progress lock: engine.test() progresses.
@@ -329,35 +354,21 @@ Expected<void> ChannelRegistry::accept_hello(ChannelState& channel) const {
 }
 
 Expected<void> ChannelRegistry::wait_connected(ChannelState& channel) {
-  if (connect_until(channel, std::nullopt) == Status::done) return {};
-  return tl::unexpected(channel.last_error);
-}
-
-// test_connected until the handshake ends (done or error: the connect deadline passed), or
-// `deadline` passed (posted). One pass at least.
-Status ChannelRegistry::connect_until(ChannelState& channel, std::optional<Clock::time_point> deadline) noexcept {
+  restart_connect_deadline(channel);
   for (base::YieldCountdown countdown;; countdown.after_poll()) {
     Status status = test_connected(channel);
-    if (status != Status::posted) return status;
-    if (deadline && Clock::now() > *deadline) return Status::posted;
+    if (status == Status::done) return {};
+    if (status == Status::error) return tl::unexpected(channel.last_error);
   }
-}
-
-Error ChannelRegistry::connect_timeout_error(const ChannelState& channel) {
-  return Error{Errc::timeout, 0,
-               fmt::format("rank {} created no matching {} channel (tag {}) within TETHER_CHANNEL_CONNECT_TIMEOUT",
-                           channel.shape.peer, channel.role == Role::send ? "receive" : "send", channel.shape.tag),
-               "create the matching channel on the peer, or raise TETHER_CHANNEL_CONNECT_TIMEOUT"};
 }
 
 // A channel closed before its handshake finished waits for it (as long as for writes in
 // flight), so that the peer's side, connected or about to be, is told it closed instead of
-// waiting for ever. One whose connect wait timed out already only looks once more.
+// waiting for ever. One whose handshake a call reported timed out only looks once more.
 void ChannelRegistry::finish_handshake_before_close(ChannelState& channel) noexcept {
   if (channel.phase != Phase::connecting) return;
   auto deadline = Clock::now() + (channel.connect_timed_out ? Clock::duration::zero() : close_timeout_);
-  (void)connect_until(channel, deadline);
-  if (channel.phase != Phase::connecting) return;
+  if (handshake_until(channel, deadline) != Status::posted) return;
   log::warn("persist", "{} channel with rank {} (tag {}) closed before rank {} created its matching channel; if it "
             "does, that channel is not told (create channels on both ranks before closing either)",
             role_name(channel.role), channel.shape.peer, channel.shape.tag, channel.shape.peer);

@@ -28,11 +28,10 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   Expected<ChannelState*> create(Role role, const ChannelShape& shape, std::span<std::byte> user_memory);
   Status test_connected(ChannelState& channel) noexcept;
   Expected<void> wait_connected(ChannelState& channel);
-  // The error for `channel` not connected by TETHER_CHANNEL_CONNECT_TIMEOUT after creation.
-  [[nodiscard]] static Error connect_timeout_error(const ChannelState& channel);
+  // The channel's connect deadline: TETHER_CHANNEL_CONNECT_TIMEOUT from now (wait_connected).
+  void restart_connect_deadline(ChannelState& channel) noexcept;
   void finish_handshake_before_close(ChannelState& channel) noexcept;
   using Clock = std::chrono::steady_clock;
-  Status connect_until(ChannelState& channel, std::optional<Clock::time_point> deadline) noexcept;
   void close(ChannelState& channel) noexcept;
 
   // Hot path (channel_send.cpp, channel_receive.cpp). Each takes the progress lock.
@@ -77,6 +76,10 @@ class ChannelRegistry final : public messaging::ChannelEvents {
   Expected<void> expose_source(ChannelState& channel);
   Expected<void> post_handshake(ChannelState& channel);
   Status finish_handshake(ChannelState& channel) noexcept;
+  Status handshake_until(ChannelState& channel, Clock::time_point deadline) noexcept;
+  Status refuse_as_timed_out(ChannelState& channel) noexcept;
+  // How long a handshake past its deadline is still looked at, the first time.
+  static constexpr auto kLastLookAtAHandshake = std::chrono::milliseconds(100);
   Expected<void> accept_hello(ChannelState& channel) const;
   void map_direct(ChannelState& channel) noexcept;
   void map_source(ChannelState& channel) noexcept;

@@ -34,9 +34,11 @@ Status refuse_lengths(const char* call, const char* what, std::size_t channels, 
 
 }  // namespace
 
-// Every handshake is tested in turn, so no pair of ranks waits on each other's order; a
-// channel past its connect deadline ends the wait with its timeout error.
+// Every handshake is tested in turn, so no pair of ranks waits on each other's order; each
+// gets the timeout from this call, and the first past it ends the wait with its error.
 Expected<void> wait_connected(std::span<SendChannel*> sends, std::span<ReceiveChannel*> receives) {
+  for (SendChannel* channel : sends) channel->registry_->restart_connect_deadline(*channel->state_);
+  for (ReceiveChannel* channel : receives) channel->registry_->restart_connect_deadline(*channel->state_);
   for (base::YieldCountdown countdown;; countdown.after_poll()) {
     Error failure;
     Status sends_status = test_all_connected(sends, failure);

@@ -284,10 +284,10 @@ struct ChannelState {
   std::uint32_t id = 0;
   bool self = false;  // the peer is this rank: memcpy, no transport
   Phase phase = Phase::connecting;
-  // The handshake's end by TETHER_CHANNEL_CONNECT_TIMEOUT after creation: past it, every call
+  // TETHER_CHANNEL_CONNECT_TIMEOUT after creation or the last wait_connected: past it, a call
   // that waits for the peer's side fails with a timeout (the channel may still connect later).
   std::chrono::steady_clock::time_point connect_deadline = std::chrono::steady_clock::time_point::max();
-  bool connect_timed_out = false;  // a call found it past connect_deadline (closing it then does not wait)
+  bool connect_timed_out = false;  // a call reported that timeout (closing it then does not wait)
   bool closed = false;
   bool watching_peer = false;  // this channel waits on its peer: the engine watches it
   Error failure;      // why the channel failed, for every later call

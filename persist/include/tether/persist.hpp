@@ -103,9 +103,10 @@ class SendChannel {
   ~SendChannel();
 
   // done once the handshake finished, posted while it runs, error on a mismatch or a
-  // dead peer (last_error() names both sides' values), or with Errc::timeout once the peer
-  // created no matching channel within TETHER_CHANNEL_CONNECT_TIMEOUT of this one's creation
-  // (so every call below that waits for the peer ends; the channel may still connect later).
+  // dead peer (last_error() names both sides' values), or Errc::timeout once the peer created
+  // no matching channel within TETHER_CHANNEL_CONNECT_TIMEOUT of this one's creation; then
+  // start(), test() and wait() say so too (the channel may still connect later).
+  // wait_connected() gives the handshake the whole timeout from its call.
   [[nodiscard]] Status test_connected() noexcept;
   [[nodiscard]] Expected<void> wait_connected();
 
@@ -122,8 +123,9 @@ class SendChannel {
   // One RDMA write of buffer()[0, bytes) into the receiver's next slot (or one send of
   // it, see TETHER_CHANNEL_INLINE_MAX). posted, or done when the bytes already left the
   // buffer; retry when no credit, the buffer is busy or the handshake runs (progress and call again);
-  // error for bytes > slot_bytes, a failed channel or a receiver that closed its side
-  // (peer_closed). Partitioned channels: starts a message whose partitions go out with ready().
+  // error for bytes > slot_bytes, a failed channel, a receiver that closed its side
+  // (peer_closed) or one never created (timeout, see test_connected()). Partitioned
+  // channels: starts a message whose partitions go out with ready().
   [[nodiscard]] Status start(std::size_t bytes) noexcept;
   // Partitioned channels: partition `index` of the started message is ready; written now.
   [[nodiscard]] Status ready(std::uint32_t index) noexcept;
@@ -137,6 +139,7 @@ class SendChannel {
  private:
   SendChannel(persist::ChannelRegistry* registry, persist::ChannelState* state) noexcept
       : registry_(registry), state_(state) {}
+  friend Expected<void> wait_connected(std::span<SendChannel*> sends, std::span<ReceiveChannel*> receives);
   persist::ChannelRegistry* registry_ = nullptr;
   persist::ChannelState* state_ = nullptr;
 };
@@ -162,8 +165,9 @@ class ReceiveChannel {
   [[nodiscard]] Expected<void> wait_connected();
 
   // done: `message` views the next message (in send order) where it landed; it stays
-  // valid until release(). posted: nothing new yet. error: the channel failed, or its
-  // sender closed its side and every message it started was taken (peer_closed).
+  // valid until release(). posted: nothing new yet. error: the channel failed, its sender
+  // closed its side and every message it started was taken (peer_closed), or the sender
+  // created no matching channel in time (timeout, see SendChannel::test_connected()).
   [[nodiscard]] Status test(std::span<const std::byte>& message) noexcept;
   [[nodiscard]] Status wait(std::span<const std::byte>& message) noexcept;
   // Partitioned channels: whether partition `index` of the next message has landed
@@ -180,6 +184,7 @@ class ReceiveChannel {
  private:
   ReceiveChannel(persist::ChannelRegistry* registry, persist::ChannelState* state) noexcept
       : registry_(registry), state_(state) {}
+  friend Expected<void> wait_connected(std::span<SendChannel*> sends, std::span<ReceiveChannel*> receives);
   persist::ChannelRegistry* registry_ = nullptr;
   persist::ChannelState* state_ = nullptr;
 };
