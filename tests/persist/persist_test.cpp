@@ -425,6 +425,17 @@ TEST(PersistFailureTest, ClosingOneSideFailsTheOther) {
   }
 }
 
+// A receive side destroyed holding a message (and with more landed unread) says how many it
+// did not release; the next pair of channels on that tag sees only its own data.
+TEST(PersistFailureTest, ReceiverClosingWithMessagesUnreleasedSaysSo) {
+  auto outcome = tether::testing::run(
+      {TETHER_RUN_PATH, "-n", "2", "--timeout", "60s", PERSIST_CHECK_PATH, "close-in-flight"},
+      transport_environment("shm"), 90s);
+  expect_every_rank_passed(outcome, {"close-in-flight", 2, "shm", ""});
+  const std::regex reported(R"(receive channel from rank 0 \(tag 25\) closed with [1-4] messages not released)");
+  EXPECT_TRUE(std::regex_search(outcome.output, reported)) << outcome.output;
+}
+
 TEST(PersistMpirunTest, IntegrityAndManyUnderOpenMpi) {
   if (std::string(MPIRUN_PATH).empty() || ::access(MPIRUN_PATH, X_OK) != 0) GTEST_SKIP() << "mpirun not found";
   tether::testing::PrivateOmpiSession session;
