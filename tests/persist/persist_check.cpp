@@ -497,6 +497,13 @@ void send_buffers(Runtime& runtime) {
              direct ? "direct stores" : "writes or sends");
 }
 
+// Progresses for `time`: where notifications follow their writes as messages
+// (TETHER_OFI_NOTIFY=send), they leave once the writes complete, which takes polling.
+void pause_with_progress(Runtime& runtime, std::chrono::milliseconds time) {
+  for (auto until = std::chrono::steady_clock::now() + time; std::chrono::steady_clock::now() < until;)
+    runtime.progress();
+}
+
 // Partitions marked ready out of order arrive out of order; the message completes whole.
 void partitioned(Runtime& runtime) {
   if (runtime.rank() > 1) return;
@@ -505,26 +512,28 @@ void partitioned(Runtime& runtime) {
   ChannelShape shape{.peer = 1 - runtime.rank(), .tag = 11, .slot_bytes = kParts * kPartBytes, .slots = 2,
                      .partitions = kParts};
   std::uint64_t count = count_or(50);
+  // Partition p of message i holds the pattern of sequence i * kParts + p.
+  auto partition_of = [](auto message, std::uint32_t p) { return message.subspan(p * kPartBytes, kPartBytes); };
   if (runtime.rank() == 0) {
     SendChannel out = connected_send(runtime, shape);
     for (std::uint64_t i = 0; i < count; ++i) {
       std::span<std::byte> buffer;
       while (out.next_buffer(buffer) == Status::retry) {
       }
-      // Even messages are produced before start(); odd ones after it, in the buffer the
-      // started message leaves from (as MPI_Start, then MPI_Pready).
-      if (i % 2 == 0) fill(buffer, 0, i);
+      // Even messages are produced before start(); odd ones after it, each partition just
+      // before its ready(), in the buffer the started message leaves from (as MPI_Start, then
+      // MPI_Pready).
+      if (i % 2 == 0)
+        for (std::uint32_t p = 0; p < kParts; ++p) fill(partition_of(buffer, p), 0, i * kParts + p);
       CHECK(start_when_possible(out, shape.slot_bytes) != Status::error, "{}", out.last_error().message());
-      if (i % 2 == 1) fill(out.buffer(), 0, i);
-      for (std::uint32_t p = kParts; p-- > 1;)  // last first; partition 0 only after a pause
+      // Message 0: the last partition first and partition 0 only after a pause; the others
+      // in an order of their own (5 and 8 share no factor: every partition once).
+      for (std::uint32_t k = 0; k < kParts; ++k) {
+        auto p = static_cast<std::uint32_t>(i == 0 ? kParts - 1 - k : (i * 3 + k * 5) % kParts);
+        if (i == 0 && p == 0) pause_with_progress(runtime, std::chrono::milliseconds(100));
+        if (i % 2 == 1) fill(partition_of(out.buffer(), p), 0, i * kParts + p);
         while (out.ready(p) == Status::retry) {
         }
-      // The pause progresses: where notifications follow their writes as messages
-      // (TETHER_OFI_NOTIFY=send), they leave once the writes complete, which takes polling.
-      for (auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-           i == 0 && std::chrono::steady_clock::now() < until;)
-        runtime.progress();
-      while (out.ready(0) == Status::retry) {
       }
       CHECK(out.wait() == Status::done, "{}", out.last_error().message());
     }
@@ -542,7 +551,10 @@ void partitioned(Runtime& runtime) {
       for (std::uint64_t k = 0; k < held; ++k) {
         Bytes message;
         CHECK(in.wait(message) == Status::done, "{}", in.last_error().message());
-        CHECK(message.size() == shape.slot_bytes && matches(message, 0, i + k), "message {} differs", i + k);
+        CHECK(message.size() == shape.slot_bytes, "message {}: {} bytes", i + k, message.size());
+        for (std::uint32_t p = 0; p < kParts && message.size() == shape.slot_bytes; ++p)
+          CHECK(matches(partition_of(message, p), 0, (i + k) * kParts + p), "partition {} of message {} differs", p,
+                i + k);
       }
       if (held == shape.slots)
         for (std::uint32_t p = 0; p < kParts; ++p)
