@@ -157,8 +157,8 @@ constexpr Option kOptions[] = {
 
     // Persistent channels (persist/)
     {"TETHER_CHANNEL_CONNECT_TIMEOUT", "2m", Kind::duration,
-     "Time after a channel's creation by which the peer must create the matching one: later, waits for "
-     "it fail with a timeout (0s: no limit)"},
+     "Time after a channel's creation, or a wait_connected() call, by which the peer must create the "
+     "matching channel: later, waits for it fail with a timeout (0s: no limit)"},
     {"TETHER_CHANNEL_CREDIT_BATCH", "0", Kind::integer,
      "Released slots returned to the sender at once, by a credit write or message (0: a quarter of the slots, at "
      "least 1; more than half where credits travel as messages)"},

@@ -190,7 +190,7 @@ class ReceiveChannel {
 };
 
 // Every channel's handshake, in any order (no deadlock whatever order both sides used);
-// timeout (naming a channel still waiting) once one is TETHER_CHANNEL_CONNECT_TIMEOUT old.
+// timeout (naming a channel still waiting) TETHER_CHANNEL_CONNECT_TIMEOUT after the call.
 [[nodiscard]] Expected<void> wait_connected(std::span<SendChannel*> sends, std::span<ReceiveChannel*> receives);
 // start(bytes[i]) on every channel, retrying back-pressure; error as soon as one fails
 // (that channel's last_error() says why; others, before or after it in the list, may have
