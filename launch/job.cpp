@@ -131,28 +131,29 @@ std::vector<pid_t> Job::left_behind() const {
 }
 
 // Once every rank ended, what they left behind ends too, as a batch system ends a job's
-// processes: SIGTERM, SIGKILL after kKillAfterTerm.
+// processes: SIGTERM, SIGKILL after kKillAfterTerm (one stuck in the kernel is left to init).
 void Job::end_left_behind() {
   std::vector<pid_t> left = left_behind();
   if (left.empty()) return;
   say(fmt::format("the ranks left {} processes running (pids {}): sending SIGTERM, they end with the job", left.size(),
                   fmt::join(left, ",")));
   for (pid_t pid : left) signal_process_or_group(pid, SIGTERM);
-  const auto kill_at = Clock::now() + kKillAfterTerm;
-  for (; !left.empty(); left = left_behind()) {
-    if (Clock::now() >= kill_at) {
-      say(fmt::format("killing processes {} (SIGKILL)", fmt::join(left, ",")));
-      for (pid_t pid : left) signal_process_or_group(pid, SIGKILL);
-      // (killed: reaped below; a process stuck in the kernel is left to init)
-      for (auto give_up = Clock::now() + kKillAfterTerm; !left_behind().empty() && Clock::now() < give_up;) {
-        reap_children();
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      return;
-    }
-    reap_children();
+  left = reap_left_behind_for(kKillAfterTerm);
+  if (left.empty()) return;
+  say(fmt::format("killing processes {} (SIGKILL)", fmt::join(left, ",")));
+  for (pid_t pid : left) signal_process_or_group(pid, SIGKILL);
+  (void)reap_left_behind_for(kKillAfterTerm);
+}
+
+// Reaps until nothing is left behind or `time` passed; returns what is left.
+std::vector<pid_t> Job::reap_left_behind_for(std::chrono::milliseconds time) {
+  const auto give_up = Clock::now() + time;
+  std::vector<pid_t> left = left_behind();
+  for (; !left.empty() && Clock::now() < give_up; left = left_behind()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    reap_children();
   }
+  return left;
 }
 
 // Aborts first (a rank that aborted may exit at once: its abort names the cause), then

@@ -51,6 +51,7 @@ class Job {
   void signal_running(int signal_number);
   [[nodiscard]] std::vector<pid_t> left_behind() const;
   void end_left_behind();
+  std::vector<pid_t> reap_left_behind_for(std::chrono::milliseconds time);
   [[nodiscard]] std::string running_ranks() const;
   [[nodiscard]] int running_count() const;
   [[nodiscard]] int poll_timeout_ms() const;
